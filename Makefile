@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PYTHON312 := $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.12; do \
 	$$p -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: run test lint format typecheck bench-ingest bench-retrieval clean-db
+.PHONY: run test system-deps lint format typecheck
 
 $(BIN)/.installed: pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install python3.12 (e.g. apt-get install python3.12 python3.12-venv)"; exit 1; }
@@ -18,7 +18,10 @@ $(BIN)/.installed: pyproject.toml
 run: $(BIN)/.installed
 	$(BIN)/python -m openfable.runner
 
-test: $(BIN)/.installed
+system-deps:
+	@scripts/system-deps.sh
+
+test: $(BIN)/.installed system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(BIN)/.installed

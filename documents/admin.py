@@ -40,7 +40,16 @@ class IngestionJobInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
     fields = ["status", "stage", "progress", "llm_calls", "llm_cost_usd", "error", "created", "finished"]
-    readonly_fields = fields
+    readonly_fields = [
+        "status",
+        "stage",
+        "progress",
+        "llm_calls",
+        "llm_cost_usd",
+        "error",
+        "created",
+        "finished",
+    ]
 
 
 class NodeInline(admin.TabularInline):
@@ -90,7 +99,16 @@ class NodeAdmin(admin.ModelAdmin):
 
 @admin.register(IngestionJob)
 class IngestionJobAdmin(admin.ModelAdmin):
-    list_display = ["document", "status", "stage", "progress", "llm_calls", "llm_cost_usd", "created", "finished"]
+    list_display = [
+        "document",
+        "status",
+        "stage",
+        "progress",
+        "llm_calls",
+        "llm_cost_usd",
+        "created",
+        "finished",
+    ]
     list_filter = ["status", "stage", "document__collection"]
     search_fields = ["document__title", "error"]
     list_select_related = ["document"]

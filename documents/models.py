@@ -64,7 +64,8 @@ class Document(models.Model):
                 fields=["collection", "content_hash"], name="document_content_unique_per_collection"
             ),
             models.CheckConstraint(
-                condition=Q(status__in=["queued", "indexing", "indexed", "failed"]), name="document_status_valid"
+                condition=Q(status__in=["queued", "indexing", "indexed", "failed"]),
+                name="document_status_valid",
             ),
             models.CheckConstraint(
                 condition=Q(builder__in=["", "llm", "structural", "agent"]), name="document_builder_valid"
@@ -87,7 +88,9 @@ class Node(models.Model):
         LEAF = "leaf"
 
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="nodes")
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
     kind = models.CharField(max_length=16, choices=Kind.choices)
     depth = models.PositiveSmallIntegerField()
     ordinal = models.PositiveIntegerField(help_text="position among its siblings")
@@ -97,7 +100,9 @@ class Node(models.Model):
     toc_path = models.TextField(blank=True, help_text='readable path: "Title › Section › Subsection"')
     start_char = models.PositiveIntegerField()
     end_char = models.PositiveIntegerField()
-    content = models.TextField(blank=True, help_text="a leaf's text: exactly document.content[start_char:end_char]")
+    content = models.TextField(
+        blank=True, help_text="a leaf's text: exactly document.content[start_char:end_char]"
+    )
     token_count = models.PositiveIntegerField(default=0)
     # Dimensions follow OPENFABLE_EMBEDDING_DIMENSIONS; `manage.py openfable reembed` changes
     # the column when the model changes (see the system check openfable.E005).
@@ -108,13 +113,17 @@ class Node(models.Model):
         ordering = ["document", "order"]
         constraints = [
             models.UniqueConstraint(fields=["document", "order"], name="node_order_unique_per_document"),
-            models.UniqueConstraint(fields=["document"], condition=Q(kind="root"), name="node_one_root_per_document"),
+            models.UniqueConstraint(
+                fields=["document"], condition=Q(kind="root"), name="node_one_root_per_document"
+            ),
             models.CheckConstraint(
                 condition=Q(kind__in=["root", "section", "subsection", "leaf"]), name="node_kind_valid"
             ),
             models.CheckConstraint(condition=Q(depth__gte=0, depth__lte=4), name="node_depth_range"),
             models.CheckConstraint(
-                condition=(Q(kind="root", depth=0, parent__isnull=True) | (~Q(kind="root") & Q(depth__gte=1))),
+                condition=(
+                    Q(kind="root", depth=0, parent__isnull=True) | (~Q(kind="root") & Q(depth__gte=1))
+                ),
                 name="node_root_at_depth_zero",
             ),
             models.CheckConstraint(
@@ -126,7 +135,9 @@ class Node(models.Model):
             models.CheckConstraint(
                 condition=~Q(kind="subsection") | Q(depth__gte=2, depth__lte=3), name="node_subsection_depth"
             ),
-            models.CheckConstraint(condition=Q(start_char__lte=models.F("end_char")), name="node_span_ordered"),
+            models.CheckConstraint(
+                condition=Q(start_char__lte=models.F("end_char")), name="node_span_ordered"
+            ),
         ]
         indexes = [
             HnswIndex(
@@ -171,7 +182,9 @@ class IngestionJob(models.Model):
     llm_prompt_tokens = models.PositiveIntegerField(default=0)
     llm_completion_tokens = models.PositiveIntegerField(default=0)
     llm_cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
-    fallback_reason = models.TextField(blank=True, help_text="why the LLM builder gave way to the structural one")
+    fallback_reason = models.TextField(
+        blank=True, help_text="why the LLM builder gave way to the structural one"
+    )
     error = models.TextField(blank=True)
     timings = models.JSONField(default=dict, blank=True, help_text="seconds per stage")
     created = models.DateTimeField(auto_now_add=True)

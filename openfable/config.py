@@ -39,8 +39,8 @@ class EnvReader:
     def raw(self, name: str) -> str | None:
         return self.env.ENVIRON.get(PREFIX + name)
 
-    def str(self, name: str, default: str = "") -> str:
-        return self.env.str(name, default=default)
+    def string(self, name: str, default: str = "") -> str:
+        return str(self.env.str(name, default=default))
 
     def _parse(self, name: str, default: T, parse: Callable[[str], T], expected: str, hint: str) -> T:
         raw = self.raw(name)
@@ -54,28 +54,34 @@ class EnvReader:
             )
             return default
 
-    def int(self, name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    def integer(
+        self, name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+    ) -> int:
         bounds = _bounds_text(minimum, maximum)
         hint = f"Set {PREFIX + name} to a whole number{bounds}, or unset it to use {default}."
         value = self._parse(name, default, int, "an integer", hint)
         if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            self.problems.append(ConfigProblem(PREFIX + name, f"{PREFIX + name}={value} is out of range.", hint))
+            self.problems.append(
+                ConfigProblem(PREFIX + name, f"{PREFIX + name}={value} is out of range.", hint)
+            )
             return default
         return value
 
-    def float(self, name: str, default: float, *, minimum: float | None = None) -> float:
+    def number(self, name: str, default: float, *, minimum: float | None = None) -> float:
         hint = f"Set {PREFIX + name} to a number, or unset it to use {default}."
         value = self._parse(name, default, float, "a number", hint)
         if minimum is not None and value < minimum:
-            self.problems.append(ConfigProblem(PREFIX + name, f"{PREFIX + name}={value} is below {minimum}.", hint))
+            self.problems.append(
+                ConfigProblem(PREFIX + name, f"{PREFIX + name}={value} is below {minimum}.", hint)
+            )
             return default
         return value
 
-    def bool(self, name: str, default: bool) -> bool:
+    def boolean(self, name: str, default: bool) -> bool:
         hint = f"Set {PREFIX + name} to true or false, or unset it to use {str(default).lower()}."
         return self._parse(name, default, _parse_bool, "true or false", hint)
 
-    def list(self, name: str, default: list[str]) -> list[str]:
+    def strings(self, name: str, default: list[str]) -> list[str]:
         raw = self.raw(name)
         if raw is None or raw.strip() == "":
             return default

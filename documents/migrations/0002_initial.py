@@ -10,169 +10,369 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('documents', '0001_vector_extension'),
+        ("documents", "0001_vector_extension"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Collection',
+            name="Collection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('slug', models.SlugField(max_length=200, unique=True)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('members', models.ManyToManyField(blank=True, related_name='collections', to=settings.AUTH_USER_MODEL)),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='owned_collections', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("slug", models.SlugField(max_length=200, unique=True)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                (
+                    "members",
+                    models.ManyToManyField(
+                        blank=True, related_name="collections", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="owned_collections",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Document',
+            name="Document",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(max_length=500)),
-                ('source_filename', models.CharField(blank=True, max_length=500)),
-                ('content', models.TextField()),
-                ('content_hash', models.CharField(help_text='sha256 of the content', max_length=64)),
-                ('token_count', models.PositiveIntegerField(default=0)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('indexing', 'Indexing'), ('indexed', 'Indexed'), ('failed', 'Failed')], default='queued', max_length=16)),
-                ('tags', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=100), blank=True, default=list)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('builder', models.CharField(blank=True, choices=[('llm', 'Llm'), ('structural', 'Structural'), ('agent', 'Agent')], max_length=16)),
-                ('embedding_model', models.CharField(blank=True, max_length=200)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='documents', to='documents.collection')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("title", models.CharField(max_length=500)),
+                ("source_filename", models.CharField(blank=True, max_length=500)),
+                ("content", models.TextField()),
+                ("content_hash", models.CharField(help_text="sha256 of the content", max_length=64)),
+                ("token_count", models.PositiveIntegerField(default=0)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("indexing", "Indexing"),
+                            ("indexed", "Indexed"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "tags",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=100), blank=True, default=list
+                    ),
+                ),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                (
+                    "builder",
+                    models.CharField(
+                        blank=True,
+                        choices=[("llm", "Llm"), ("structural", "Structural"), ("agent", "Agent")],
+                        max_length=16,
+                    ),
+                ),
+                ("embedding_model", models.CharField(blank=True, max_length=200)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="documents",
+                        to="documents.collection",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created', '-id'],
+                "ordering": ["-created", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='IngestionJob',
+            name="IngestionJob",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], default='queued', max_length=16)),
-                ('stage', models.CharField(choices=[('queued', 'Queued'), ('chunking', 'Chunking'), ('building_tree', 'building the tree'), ('embedding', 'Embedding'), ('saving', 'Saving'), ('done', 'Done')], default='queued', max_length=16)),
-                ('progress', models.PositiveSmallIntegerField(default=0, help_text='percent')),
-                ('builder_requested', models.CharField(blank=True, max_length=16)),
-                ('reindex', models.BooleanField(default=False)),
-                ('chunk_count', models.PositiveIntegerField(default=0)),
-                ('node_count', models.PositiveIntegerField(default=0)),
-                ('llm_calls', models.PositiveIntegerField(default=0)),
-                ('llm_cached_calls', models.PositiveIntegerField(default=0)),
-                ('llm_prompt_tokens', models.PositiveIntegerField(default=0)),
-                ('llm_completion_tokens', models.PositiveIntegerField(default=0)),
-                ('llm_cost_usd', models.DecimalField(decimal_places=6, default=0, max_digits=12)),
-                ('fallback_reason', models.TextField(blank=True, help_text='why the LLM builder gave way to the structural one')),
-                ('error', models.TextField(blank=True)),
-                ('timings', models.JSONField(blank=True, default=dict, help_text='seconds per stage')),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('started', models.DateTimeField(blank=True, null=True)),
-                ('finished', models.DateTimeField(blank=True, null=True)),
-                ('document', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='jobs', to='documents.document')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "stage",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("chunking", "Chunking"),
+                            ("building_tree", "building the tree"),
+                            ("embedding", "Embedding"),
+                            ("saving", "Saving"),
+                            ("done", "Done"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("progress", models.PositiveSmallIntegerField(default=0, help_text="percent")),
+                ("builder_requested", models.CharField(blank=True, max_length=16)),
+                ("reindex", models.BooleanField(default=False)),
+                ("chunk_count", models.PositiveIntegerField(default=0)),
+                ("node_count", models.PositiveIntegerField(default=0)),
+                ("llm_calls", models.PositiveIntegerField(default=0)),
+                ("llm_cached_calls", models.PositiveIntegerField(default=0)),
+                ("llm_prompt_tokens", models.PositiveIntegerField(default=0)),
+                ("llm_completion_tokens", models.PositiveIntegerField(default=0)),
+                ("llm_cost_usd", models.DecimalField(decimal_places=6, default=0, max_digits=12)),
+                (
+                    "fallback_reason",
+                    models.TextField(
+                        blank=True, help_text="why the LLM builder gave way to the structural one"
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("timings", models.JSONField(blank=True, default=dict, help_text="seconds per stage")),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("started", models.DateTimeField(blank=True, null=True)),
+                ("finished", models.DateTimeField(blank=True, null=True)),
+                (
+                    "document",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="jobs",
+                        to="documents.document",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created', '-id'],
+                "ordering": ["-created", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Node',
+            name="Node",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('root', 'Root'), ('section', 'Section'), ('subsection', 'Subsection'), ('leaf', 'Leaf')], max_length=16)),
-                ('depth', models.PositiveSmallIntegerField()),
-                ('ordinal', models.PositiveIntegerField(help_text='position among its siblings')),
-                ('order', models.PositiveIntegerField(help_text="position in the document's pre-order traversal")),
-                ('title', models.CharField(blank=True, max_length=500)),
-                ('summary', models.TextField(blank=True)),
-                ('toc_path', models.TextField(blank=True, help_text='readable path: "Title › Section › Subsection"')),
-                ('start_char', models.PositiveIntegerField()),
-                ('end_char', models.PositiveIntegerField()),
-                ('content', models.TextField(blank=True, help_text="a leaf's text: exactly document.content[start_char:end_char]")),
-                ('token_count', models.PositiveIntegerField(default=0)),
-                ('embedding', pgvector.django.vector.VectorField(blank=True, dimensions=settings.EMBEDDING_DIMENSIONS, null=True)),
-                ('edited', models.BooleanField(default=False, help_text='a person changed its title or summary')),
-                ('document', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='nodes', to='documents.document')),
-                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='children', to='documents.node')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("root", "Root"),
+                            ("section", "Section"),
+                            ("subsection", "Subsection"),
+                            ("leaf", "Leaf"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("depth", models.PositiveSmallIntegerField()),
+                ("ordinal", models.PositiveIntegerField(help_text="position among its siblings")),
+                (
+                    "order",
+                    models.PositiveIntegerField(help_text="position in the document's pre-order traversal"),
+                ),
+                ("title", models.CharField(blank=True, max_length=500)),
+                ("summary", models.TextField(blank=True)),
+                (
+                    "toc_path",
+                    models.TextField(blank=True, help_text='readable path: "Title › Section › Subsection"'),
+                ),
+                ("start_char", models.PositiveIntegerField()),
+                ("end_char", models.PositiveIntegerField()),
+                (
+                    "content",
+                    models.TextField(
+                        blank=True, help_text="a leaf's text: exactly document.content[start_char:end_char]"
+                    ),
+                ),
+                ("token_count", models.PositiveIntegerField(default=0)),
+                (
+                    "embedding",
+                    pgvector.django.vector.VectorField(
+                        blank=True, dimensions=settings.EMBEDDING_DIMENSIONS, null=True
+                    ),
+                ),
+                (
+                    "edited",
+                    models.BooleanField(default=False, help_text="a person changed its title or summary"),
+                ),
+                (
+                    "document",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="nodes",
+                        to="documents.document",
+                    ),
+                ),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="children",
+                        to="documents.node",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['document', 'order'],
+                "ordering": ["document", "order"],
             },
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['tags'], name='document_tags_gin'),
+            model_name="document",
+            index=django.contrib.postgres.indexes.GinIndex(fields=["tags"], name="document_tags_gin"),
         ),
         migrations.AddConstraint(
-            model_name='document',
-            constraint=models.UniqueConstraint(fields=('collection', 'content_hash'), name='document_content_unique_per_collection'),
+            model_name="document",
+            constraint=models.UniqueConstraint(
+                fields=("collection", "content_hash"), name="document_content_unique_per_collection"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='document',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'indexing', 'indexed', 'failed'])), name='document_status_valid'),
+            model_name="document",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["queued", "indexing", "indexed", "failed"])),
+                name="document_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='document',
-            constraint=models.CheckConstraint(condition=models.Q(('builder__in', ['', 'llm', 'structural', 'agent'])), name='document_builder_valid'),
+            model_name="document",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("builder__in", ["", "llm", "structural", "agent"])),
+                name="document_builder_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='ingestionjob',
-            constraint=models.CheckConstraint(condition=models.Q(('progress__lte', 100)), name='job_progress_percent'),
+            model_name="ingestionjob",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("progress__lte", 100)), name="job_progress_percent"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='ingestionjob',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'succeeded', 'failed'])), name='job_status_valid'),
+            model_name="ingestionjob",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["queued", "running", "succeeded", "failed"])),
+                name="job_status_valid",
+            ),
         ),
         migrations.AddIndex(
-            model_name='node',
-            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['embedding'], m=16, name='node_embedding_hnsw', opclasses=['vector_cosine_ops']),
+            model_name="node",
+            index=pgvector.django.indexes.HnswIndex(
+                ef_construction=64,
+                fields=["embedding"],
+                m=16,
+                name="node_embedding_hnsw",
+                opclasses=["vector_cosine_ops"],
+            ),
         ),
         migrations.AddIndex(
-            model_name='node',
-            index=models.Index(fields=['document', 'kind', 'depth'], name='node_document_kind_depth'),
+            model_name="node",
+            index=models.Index(fields=["document", "kind", "depth"], name="node_document_kind_depth"),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.UniqueConstraint(fields=('document', 'order'), name='node_order_unique_per_document'),
+            model_name="node",
+            constraint=models.UniqueConstraint(
+                fields=("document", "order"), name="node_order_unique_per_document"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.UniqueConstraint(condition=models.Q(('kind', 'root')), fields=('document',), name='node_one_root_per_document'),
+            model_name="node",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("kind", "root")), fields=("document",), name="node_one_root_per_document"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(('kind__in', ['root', 'section', 'subsection', 'leaf'])), name='node_kind_valid'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("kind__in", ["root", "section", "subsection", "leaf"])),
+                name="node_kind_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(('depth__gte', 0), ('depth__lte', 4)), name='node_depth_range'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("depth__gte", 0), ("depth__lte", 4)), name="node_depth_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('depth', 0), ('kind', 'root'), ('parent__isnull', True)), models.Q(models.Q(('kind', 'root'), _negated=True), ('depth__gte', 1)), _connector='OR'), name='node_root_at_depth_zero'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("depth", 0), ("kind", "root"), ("parent__isnull", True)),
+                    models.Q(models.Q(("kind", "root"), _negated=True), ("depth__gte", 1)),
+                    _connector="OR",
+                ),
+                name="node_root_at_depth_zero",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(('kind', 'root'), ('parent__isnull', False), _connector='OR'), name='node_non_root_has_parent'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("kind", "root"), ("parent__isnull", False), _connector="OR"),
+                name="node_non_root_has_parent",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('kind', 'section'), _negated=True), ('depth', 1), _connector='OR'), name='node_section_at_depth_one'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("kind", "section"), _negated=True), ("depth", 1), _connector="OR"
+                ),
+                name="node_section_at_depth_one",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('kind', 'subsection'), _negated=True), models.Q(('depth__gte', 2), ('depth__lte', 3)), _connector='OR'), name='node_subsection_depth'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("kind", "subsection"), _negated=True),
+                    models.Q(("depth__gte", 2), ("depth__lte", 3)),
+                    _connector="OR",
+                ),
+                name="node_subsection_depth",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(('start_char__lte', models.F('end_char'))), name='node_span_ordered'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("start_char__lte", models.F("end_char"))), name="node_span_ordered"
+            ),
         ),
     ]

@@ -1,0 +1,18 @@
+FROM python:3.12-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    LITELLM_LOCAL_MODEL_COST_MAP=True \
+    OPENFABLE_DATA_DIR=/app/var
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY openfable ./openfable
+COPY documents ./documents
+COPY retrieval ./retrieval
+RUN pip install --no-cache-dir .
+COPY . .
+RUN useradd --create-home openfable && mkdir -p /app/var && chown -R openfable /app/var
+USER openfable
+EXPOSE 8000
+CMD ["gunicorn", "openfable.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]

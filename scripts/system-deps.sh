@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# System packages the test suite drives for real: docker-compose (to validate
+# docker-compose.yml) and Debian's chromium + chromedriver (UI tests).
+# Installs what is missing when apt-get is available and we are root; otherwise says what to install.
+set -euo pipefail
+declare -A wanted=([docker-compose]=docker-compose [chromium]=chromium [chromedriver]=chromium-driver)
+missing=()
+for command in "${!wanted[@]}"; do
+  command -v "$command" >/dev/null 2>&1 || missing+=("${wanted[$command]}")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+  echo "Installing system packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  echo "Please install these system packages first: ${missing[*]}" >&2
+  exit 1
+fi
