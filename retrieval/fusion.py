@@ -1,0 +1,132 @@
+"""Fusing the retrieval paths, and removing ancestor/descendant overlap.
+
+The same code fuses at both levels: documents (LLMselect + vector) and nodes
+(LLMnavigate + TreeExpansion). Paths score on different scales (an LLM's 0-10, a cosine,
+a TreeExpansion total), so each path is min-max normalised to [0, 1] before anything is
+compared, then combined as a weighted sum:
+
+    fused(k) = Σ_{p that found k} w_p · norm_p(k)  /  Σ_{p that found anything} w_p
+
+A weighted sum rather than a max: a candidate that several paths agree on beats one that
+only one path found with the same normalised score, and with a max every path's own top
+candidate would tie at 1.0. Dividing by the total weight keeps fused scores in [0, 1]
+without changing the order. A path that found nothing adds no weight, so one path running
+alone reproduces its own normalised ranking.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, cast, overload
+
+from retrieval.outline import OutlineNode, SpanIndex
+
+
+class SortableKey(Hashable, Protocol):
+    """Keys must be hashable and ordered, so ties break the same way on every run."""
+
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Fused[Key]:
+    key: Key
+    score: float  # the fused score, in [0, 1]
+    raw: Mapping[str, float]  # path name -> the score that path gave
+    normalised: Mapping[str, float]  # path name -> that score after min-max normalisation
+    paths: tuple[str, ...]  # the paths that found it, in the order the paths were given
+
+
+def normalise[K: SortableKey](scores: Mapping[K, float]) -> dict[K, float]:
+    """Min-max to [0, 1]. A single score, or all scores equal, become 1.0: nothing was worse."""
+    for key, value in scores.items():
+        if not math.isfinite(value):
+            raise ValueError(f"score for {key!r} is not a finite number ({value})")
+    if not scores:
+        return {}
+    low = min(scores.values())
+    high = max(scores.values())
+    if high == low:
+        return dict.fromkeys(scores, 1.0)
+    span = high - low
+    return {key: (value - low) / span for key, value in scores.items()}
+
+
+def fuse[K: SortableKey](
+    paths: Mapping[str, Mapping[K, float]], weights: Mapping[str, float] | None = None
+) -> list[Fused[K]]:
+    """Union of every path's candidates, normalised per path, combined by weighted sum.
+
+    ``weights`` maps a path name to its weight (>= 0); a path it does not name weighs 1.
+    The result is sorted by fused score, best first, then by key.
+    """
+    path_weights = _path_weights(paths, weights)
+    normalised = {name: normalise(scores) for name, scores in paths.items()}
+    weight_total = sum(path_weights[name] for name, scores in paths.items() if scores)
+    keys: dict[K, None] = {}  # insertion-ordered set
+    for scores in paths.values():
+        keys.update(dict.fromkeys(scores))
+    fused = [_fuse_one(key, paths, normalised, path_weights, weight_total) for key in keys]
+    fused.sort(key=lambda item: (-item.score, item.key))
+    return fused
+
+
+def _path_weights(paths: Mapping[str, object], weights: Mapping[str, float] | None) -> dict[str, float]:
+    given = weights or {}
+    unknown = set(given) - set(paths)
+    if unknown:
+        raise ValueError(f"weights name paths that were not given: {sorted(unknown)}")
+    resolved = {name: given.get(name, 1.0) for name in paths}
+    for name, weight in resolved.items():
+        if not math.isfinite(weight) or weight < 0:
+            raise ValueError(f"weight of path {name!r} must be a finite number >= 0, got {weight}")
+    return resolved
+
+
+def _fuse_one[K: SortableKey](
+    key: K,
+    paths: Mapping[str, Mapping[K, float]],
+    normalised: Mapping[str, Mapping[K, float]],
+    path_weights: Mapping[str, float],
+    weight_total: float,
+) -> Fused[K]:
+    found = tuple(name for name, scores in paths.items() if key in scores)
+    combined = sum(path_weights[name] * normalised[name][key] for name in found)
+    return Fused(
+        key=key,
+        score=combined / weight_total if weight_total > 0 else 0.0,
+        raw={name: paths[name][key] for name in found},
+        normalised={name: normalised[name][key] for name in found},
+        paths=found,
+    )
+
+
+@overload
+def remove_overlap(candidates: Iterable[OutlineNode]) -> list[OutlineNode]: ...
+@overload
+def remove_overlap[T](candidates: Iterable[T], *, node_of: Callable[[T], OutlineNode]) -> list[T]: ...
+def remove_overlap(
+    candidates: Iterable[Any], *, node_of: Callable[[Any], OutlineNode] | None = None
+) -> list[Any]:
+    """Ancestor/descendant dedup, in priority order (highest priority first).
+
+    A candidate is dropped when its node contains, or is contained by, the node of a
+    candidate kept before it (same document, intersecting spans), or is the same node.
+    ``node_of`` reads the node from a candidate; without it the candidates are nodes.
+    """
+    read_node = node_of or cast(Callable[[Any], OutlineNode], _identity)
+    kept: list[Any] = []
+    index = SpanIndex()
+    for candidate in candidates:
+        node = read_node(candidate)
+        if index.overlaps(node):
+            continue
+        index.add(node)
+        kept.append(candidate)
+    return kept
+
+
+def _identity(node: OutlineNode) -> OutlineNode:
+    return node

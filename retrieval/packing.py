@@ -1,0 +1,170 @@
+"""Budget packing: choose what to return within a token budget, then put it in document order.
+
+Greedy by score, never by sibling position:
+1. LLM-chosen candidates go first (best score first), then the rest (best score first). Ties
+   break by document rank, then start_char, then node id, so a run is reproducible.
+2. A candidate is taken when it fits the tokens left and repeats no text already taken: an
+   internal node taken whole excludes its descendants and its ancestors. One that does not
+   fit is skipped and smaller ones after it still get their chance.
+3. If nothing fits at all, the best leaf is cut to the budget by the caller's ``truncate``
+   and flagged ``truncated=True`` (the best candidate of any kind when no leaf is offered).
+4. What was taken is returned in document order: document rank, then start_char.
+
+The total never exceeds the budget, truncation included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from retrieval.outline import OutlineNode, SpanIndex
+
+type SkipReason = Literal["overlap", "over_budget"]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    node: OutlineNode
+    score: float
+    token_count: int  # tokens of the text this candidate returns (the whole span for internal nodes)
+    from_llm: bool = False
+    path_scores: Mapping[str, float] = field(default_factory=dict)  # carried along for the response
+    truncated: bool = False
+
+    def __post_init__(self) -> None:
+        if self.token_count < 0:
+            raise ValueError(f"candidate node {self.node.id}: token_count cannot be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    candidate: Candidate
+    reason: SkipReason
+
+
+@dataclass(frozen=True, slots=True)
+class PackResult:
+    chosen: tuple[Candidate, ...]  # in document order
+    total_tokens: int
+    budget: int
+    truncated: bool  # the single chosen candidate was cut to fit
+    skipped: tuple[Skipped, ...]  # in the order they were considered
+
+    @property
+    def tokens_left(self) -> int:
+        return self.budget - self.total_tokens
+
+
+def pack(
+    candidates: Sequence[Candidate],
+    *,
+    budget: int,
+    truncate: Callable[[Candidate, int], Candidate | None],
+    document_rank: Mapping[int, int] | None = None,
+) -> PackResult:
+    """Fill ``budget`` tokens greedily by score; see the module docstring.
+
+    ``document_rank`` maps document id -> rank (0 = best) from document-level fusion;
+    documents it does not name come after the ranked ones, by id.
+    ``truncate(candidate, budget)`` returns the candidate cut to at most ``budget`` tokens
+    (its ``token_count`` updated), or None when it cannot.
+    """
+    if budget < 0:
+        raise ValueError(f"the token budget cannot be negative, got {budget}")
+    ranks = document_rank or {}
+    ordered = sorted(candidates, key=lambda candidate: _priority(candidate, ranks))
+    chosen, skipped = _greedy(ordered, budget)
+    truncated = False
+    if not chosen and budget > 0:
+        cut = _truncate_best(ordered, budget, truncate)
+        if cut is not None:
+            chosen, truncated = [cut], True
+            skipped = [item for item in skipped if item.candidate.node.id != cut.node.id]
+    chosen.sort(key=lambda candidate: _document_position(candidate.node, ranks))
+    return PackResult(
+        chosen=tuple(chosen),
+        total_tokens=sum(candidate.token_count for candidate in chosen),
+        budget=budget,
+        truncated=truncated,
+        skipped=tuple(skipped),
+    )
+
+
+def whole_documents_fit(document_token_counts: Mapping[int, int] | Iterable[int], budget: int) -> bool:
+    """Budget routing: do all these documents, taken whole, fit the budget together?"""
+    counts = (
+        document_token_counts.values()
+        if isinstance(document_token_counts, Mapping)
+        else document_token_counts
+    )
+    return sum(counts) <= budget
+
+
+def pack_documents(
+    document_token_counts: Mapping[int, int], *, budget: int, document_rank: Mapping[int, int]
+) -> list[int]:
+    """Whole documents, best rank first, skipping any that no longer fit; ids in rank order."""
+    ordered = sorted(document_token_counts, key=lambda document_id: _rank_key(document_id, document_rank))
+    chosen: list[int] = []
+    left = budget
+    for document_id in ordered:
+        tokens = document_token_counts[document_id]
+        if tokens <= left:
+            chosen.append(document_id)
+            left -= tokens
+    return chosen
+
+
+def _rank_key(document_id: int, ranks: Mapping[int, int]) -> tuple[int, int, int]:
+    # Unranked documents sort after every ranked one, by id.
+    if document_id in ranks:
+        return (0, ranks[document_id], document_id)
+    return (1, 0, document_id)
+
+
+def _priority(candidate: Candidate, ranks: Mapping[int, int]) -> tuple[object, ...]:
+    node = candidate.node
+    return (
+        not candidate.from_llm,  # False sorts first: LLM-chosen go first
+        -candidate.score,
+        _rank_key(node.document_id, ranks),
+        node.start_char,
+        node.id,
+    )
+
+
+def _document_position(node: OutlineNode, ranks: Mapping[int, int]) -> tuple[object, ...]:
+    return (_rank_key(node.document_id, ranks), node.start_char, node.end_char, node.id)
+
+
+def _greedy(ordered: Sequence[Candidate], budget: int) -> tuple[list[Candidate], list[Skipped]]:
+    chosen: list[Candidate] = []
+    skipped: list[Skipped] = []
+    taken = SpanIndex()
+    left = budget
+    for candidate in ordered:
+        if taken.overlaps(candidate.node):
+            skipped.append(Skipped(candidate, "overlap"))
+        elif candidate.token_count > left:
+            skipped.append(Skipped(candidate, "over_budget"))
+        else:
+            taken.add(candidate.node)
+            chosen.append(candidate)
+            left -= candidate.token_count
+    return chosen, skipped
+
+
+def _truncate_best(
+    ordered: Sequence[Candidate], budget: int, truncate: Callable[[Candidate, int], Candidate | None]
+) -> Candidate | None:
+    """Cut the best leaf (else the best candidate) down to the budget; None if none can be cut."""
+    leaves = [candidate for candidate in ordered if candidate.node.is_leaf]
+    for candidate in leaves or ordered:
+        cut = truncate(candidate, budget)
+        # Guard against a truncate that overshoots: the budget is a hard limit.
+        if cut is not None and cut.token_count <= budget:
+            return dataclasses.replace(cut, truncated=True)
+    return None

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from retrieval.fusion import fuse, normalise, remove_overlap
+from retrieval.outline import OutlineNode, SpanIndex
+from tests.retrieval.outline_factory import build, leaf, node
+
+
+def test_normalise_maps_min_to_zero_and_max_to_one() -> None:
+    assert normalise({"a": 2.0, "b": 4.0, "c": 10.0}) == {"a": 0.0, "b": 0.25, "c": 1.0}
+
+
+def test_normalise_a_single_score_or_equal_scores_gives_one() -> None:
+    assert normalise({7: 0.31}) == {7: 1.0}
+    assert normalise({1: 0.5, 2: 0.5}) == {1: 1.0, 2: 1.0}
+    assert normalise({}) == {}
+
+
+def test_normalise_rejects_non_finite_scores() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        normalise({1: math.nan})
+
+
+def test_fuse_disjoint_paths_is_the_union_on_one_scale() -> None:
+    # The LLM scores 0-10, the vectors give cosines: only normalised scores are comparable.
+    fused = fuse({"llm": {1: 9.0, 2: 3.0}, "vector": {3: 0.82, 4: 0.80}})
+
+    assert [item.key for item in fused] == [1, 3, 2, 4]
+    assert [item.score for item in fused] == pytest.approx([0.5, 0.5, 0.0, 0.0])
+    first = fused[0]
+    assert first.paths == ("llm",)
+    assert first.raw == {"llm": 9.0}
+    assert first.normalised == {"llm": 1.0}
+
+
+def test_fuse_rewards_agreement_between_paths() -> None:
+    fused = fuse({"llm": {1: 10.0, 2: 8.0, 3: 0.0}, "vector": {2: 0.9, 4: 0.9, 5: 0.5}})
+
+    by_key = {item.key: item for item in fused}
+    assert fused[0].key == 2  # found by both paths
+    assert by_key[2].paths == ("llm", "vector")
+    assert by_key[2].raw == {"llm": 8.0, "vector": 0.9}
+    assert by_key[2].normalised == pytest.approx({"llm": 0.8, "vector": 1.0})
+    assert by_key[2].score == pytest.approx(0.9)
+
+
+def test_fuse_a_single_candidate_scores_one() -> None:
+    [only] = fuse({"vector": {42: 0.13}})
+
+    assert (only.key, only.score, only.paths) == (42, 1.0, ("vector",))
+
+
+def test_fuse_ties_break_by_key() -> None:
+    fused = fuse({"vector": {9: 0.5, 3: 0.5, 5: 0.5}})
+
+    assert [item.key for item in fused] == [3, 5, 9]
+    assert {item.score for item in fused} == {1.0}
+
+
+def test_fuse_weights_paths() -> None:
+    fused = fuse({"llm": {1: 1.0, 2: 0.0}, "vector": {2: 1.0, 1: 0.0}}, weights={"llm": 3.0})
+
+    assert [(item.key, item.score) for item in fused] == [(1, 0.75), (2, 0.25)]
+
+
+def test_fuse_a_path_that_found_nothing_does_not_dilute_scores() -> None:
+    fused = fuse({"llm": {}, "vector": {1: 0.9, 2: 0.1}})
+
+    assert [(item.key, item.score) for item in fused] == [(1, 1.0), (2, 0.0)]
+
+
+def test_fuse_nothing_found_is_empty() -> None:
+    assert fuse({"llm": {}, "vector": {}}) == []
+    assert fuse({}) == []
+
+
+@pytest.mark.parametrize("weights", [{"llm": -1.0}, {"llm": math.nan}, {"lexical": 1.0}])
+def test_fuse_rejects_bad_weights(weights: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="path"):
+        fuse({"llm": {1: 1.0}, "vector": {1: 1.0}}, weights=weights)
+
+
+def test_fuse_keys_can_be_tuples() -> None:
+    fused = fuse({"vector": {(1, 5): 0.4, (1, 2): 0.4}})
+
+    assert [item.key for item in fused] == [(1, 2), (1, 5)]
+
+
+def _forest() -> dict[str, OutlineNode]:
+    tree = build(
+        node(
+            "root",
+            0.5,
+            node("sec1", 0.5, leaf("a", 0.5), leaf("b", 0.5)),
+            node("sec2", 0.5, node("sub", 0.5, leaf("c", 0.5), leaf("d", 0.5))),
+        )
+    )
+    # Same spans, another document: never an overlap.
+    other = build(node("root", 0.5, leaf("a", 0.5)), document_id=2, first_id=100)
+    return {**tree.by_name, "other root": other["root"], "other a": other["a"]}
+
+
+def test_remove_overlap_drops_descendants_of_a_kept_node() -> None:
+    n = _forest()
+
+    kept = remove_overlap([n["sec2"], n["c"], n["sub"], n["a"], n["other a"]])
+
+    assert kept == [n["sec2"], n["a"], n["other a"]]
+
+
+def test_remove_overlap_drops_ancestors_of_a_kept_node() -> None:
+    n = _forest()
+
+    kept = remove_overlap([n["c"], n["sub"], n["sec2"], n["root"], n["d"], n["b"], n["sec1"]])
+
+    assert kept == [n["c"], n["d"], n["b"]]
+
+
+def test_remove_overlap_drops_repeats_and_keeps_other_documents() -> None:
+    n = _forest()
+
+    kept = remove_overlap([n["a"], n["a"], n["other root"], n["root"]])
+
+    assert kept == [n["a"], n["other root"]]
+
+
+def test_remove_overlap_reads_nodes_through_node_of() -> None:
+    n = _forest()
+    scored = [(0.9, n["sub"]), (0.8, n["d"]), (0.7, n["b"])]
+
+    kept = remove_overlap(scored, node_of=lambda item: item[1])
+
+    assert kept == [(0.9, n["sub"]), (0.7, n["b"])]
+
+
+_spans = st.tuples(st.integers(0, 40), st.integers(0, 12), st.integers(1, 2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_spans, max_size=30))
+def test_span_index_agrees_with_checking_every_kept_node(spans: list[tuple[int, int, int]]) -> None:
+    index = SpanIndex()
+    kept: list[OutlineNode] = []
+    for node_id, (start, length, document_id) in enumerate(spans):
+        outline = OutlineNode(node_id, document_id, None, 0, "root", 0, start, start + length, length, 0.0)
+        expected = any(outline.overlaps(other) for other in kept)
+        assert index.overlaps(outline) == expected
+        if not expected:
+            index.add(outline)
+            kept.append(outline)
