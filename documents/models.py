@@ -202,3 +202,16 @@ class IngestionJob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.document} · {self.status}"
+
+
+class CorpusVersion(models.Model):
+    """One row whose number moves on every write to the corpus.
+
+    Query caches key on it, so a cached result can never outlive the corpus it was computed on.
+    """
+
+    version = models.BigIntegerField(default=0)
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"corpus version {self.version}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Count, QuerySet
 
-from documents.models import Collection, Document, Node
+from documents.models import Collection, CorpusVersion, Document, Node
 
 
 def collection_list() -> QuerySet[Collection]:
@@ -20,3 +20,9 @@ def document_list(*, collection: Collection | None = None) -> QuerySet[Document]
 
 def document_nodes(*, document: Document) -> QuerySet[Node]:
     return Node.objects.filter(document=document).defer("embedding").order_by("order")
+
+
+def corpus_version() -> int:
+    """The current corpus version (0 before the first write)."""
+    row = CorpusVersion.objects.filter(pk=1).values_list("version", flat=True).first()
+    return int(row or 0)

@@ -153,6 +153,8 @@ EMBEDDING_URL = env.string("EMBEDDING_URL")
 EMBEDDING_MODEL = env.string("EMBEDDING_MODEL", "multilingual-e5-small" if not EMBEDDING_URL else "")
 EMBEDDING_API_KEY = env.string("EMBEDDING_API_KEY")
 EMBEDDING_DIMENSIONS = env.integer("EMBEDDING_DIMENSIONS", 384, minimum=1, maximum=16000)
+# Send `dimensions` to the endpoint only when someone chose a size (Matryoshka models).
+EMBEDDING_SEND_DIMENSIONS = env.is_set("EMBEDDING_DIMENSIONS")
 EMBEDDING_BATCH_SIZE = env.integer("EMBEDDING_BATCH_SIZE", 32, minimum=1, maximum=2048)
 EMBEDDING_TIMEOUT = env.number("EMBEDDING_TIMEOUT", 60.0, minimum=1.0)
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # System packages the test suite drives for real: docker-compose (to validate
-# docker-compose.yml) and Debian's chromium + chromedriver (UI tests).
+# docker-compose.yml without a Docker engine).
 # Installs what is missing when apt-get is available and we are root; otherwise says what to install.
 set -euo pipefail
-declare -A wanted=([docker-compose]=docker-compose [chromium]=chromium [chromedriver]=chromium-driver)
+declare -A wanted=([docker-compose]=docker-compose)
 missing=()
 for command in "${!wanted[@]}"; do
   command -v "$command" >/dev/null 2>&1 || missing+=("${wanted[$command]}")

@@ -7,6 +7,9 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# The scripted OpenAI-compatible server, for every test that speaks to an LLM or embedder.
+pytest_plugins = ["tests.fakes.fixtures"]
+
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
@@ -15,3 +18,4 @@ def shared_dir() -> Path:
     if not (path / "datasets").is_dir():
         pytest.fail(f"datasets not found under {path}; set OPENFABLE_SHARED_DIR")
     return path
+

@@ -1,0 +1,494 @@
+"""The one client for LLM calls: structured JSON completions through litellm.
+
+Everything an LLM step needs goes through :class:`LLMClient`: one place for the model name, the
+timeout, retries (our own loop, see ``openfable.retry``), a bound on concurrent calls, a response
+cache and cost accounting. Callers send messages plus a JSON schema and get parsed JSON back, or
+an :class:`LLMError` subclass they can catch to fall back to the non-LLM path.
+
+litellm is imported lazily (``import_litellm``) because importing it takes seconds; the web process
+and commands that never call a model should not pay for it.
+
+Model names. Without ``base_url`` the model goes to litellm as given (``gpt-4o-mini``,
+``anthropic/claude-sonnet-4-5``, ``ollama/llama3.1``...). With ``base_url`` (any OpenAI-compatible
+server: vLLM, llama.cpp, LM Studio, a proxy) litellm needs the ``openai/`` provider prefix plus
+``api_base``; a plain name such as ``smollm2`` or ``meta-llama/Llama-3.1-8B`` is therefore sent as
+``openai/smollm2``. Names that already start with a litellm provider (``openai/``, ``hosted_vllm/``,
+``ollama/``...) are left alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Protocol
+
+from openfable.retry import RetryPolicy, call_with_retries, is_transient, status_code_of
+
+logger = logging.getLogger(__name__)
+
+_CACHE_KEY_PREFIX = "openfable:llm:v1:"
+# Servers for local models rarely need a key, but the openai SDK refuses to send a request without
+# one; this placeholder also keeps a real OPENAI_API_KEY from the environment away from them.
+_PLACEHOLDER_API_KEY = "not-needed"
+
+_litellm_setup_lock = threading.Lock()
+_litellm_configured = False
+
+
+def import_litellm() -> ModuleType:
+    """Import and configure litellm once, offline."""
+    global _litellm_configured
+    # Without this, importing litellm fetches the model cost map from GitHub (and waits on it).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    if not _litellm_configured:
+        with _litellm_setup_lock:
+            if not _litellm_configured:
+                # No "Give Feedback / Get Help" banners on stdout for every exception.
+                litellm.suppress_debug_info = True
+                # litellm's embedding path turns max_retries=0 into this default (`0 or DEFAULT`),
+                # so the openai SDK would retry 429/5xx twice behind our back. Our loop retries.
+                litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]  # declared Final, read per call
+                _litellm_configured = True
+    return litellm
+
+
+def litellm_model_name(model: str, base_url: str) -> str:
+    """The model string litellm needs; see the module docstring."""
+    if not base_url:
+        return model
+    prefix = model.split("/", 1)[0] if "/" in model else ""
+    if prefix and prefix in _litellm_providers():
+        return model
+    return f"openai/{model}"
+
+
+def _litellm_providers() -> frozenset[str]:
+    litellm = import_litellm()
+    return frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)
+
+
+# -- configuration and results -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    model: str
+    base_url: str = ""
+    api_key: str = ""
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    max_concurrency: int = 4
+    context_window: int = 8192  # used only when litellm does not know the model
+    retry_base_delay_s: float = 1.0
+    retry_max_delay_s: float = 30.0
+    temperature: float | None = None  # None: the provider's default (some models reject others)
+    cache_timeout_s: int | None = None  # None: the cache backend's own TIMEOUT applies
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_retries=self.max_retries,
+            base_delay_s=self.retry_base_delay_s,
+            max_delay_s=self.retry_max_delay_s,
+        )
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    data: Any  # the parsed JSON
+    text: str  # the raw assistant message
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One call for :meth:`LLMClient.complete_json_many`."""
+
+    messages: Sequence[Mapping[str, Any]]
+    schema: dict[str, Any]
+    schema_name: str
+    purpose: str
+    max_tokens: int | None = None
+
+
+class CacheLike(Protocol):
+    """The part of Django's cache API the client uses."""
+
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+    def set(self, key: str, value: Any, timeout: Any = ...) -> None: ...
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+class LLMError(Exception):
+    """Base for every failure of an LLM call; callers catch this to fall back."""
+
+    def __init__(self, message: str, *, purpose: str = "") -> None:
+        super().__init__(message)
+        self.purpose = purpose
+
+
+class LLMOutputError(LLMError):
+    """The model answered, but not with parseable JSON. ``text`` is what it said (to feed back)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        purpose: str,
+        text: str,
+        finish_reason: str | None = None,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        cost_usd: float = 0.0,
+    ) -> None:
+        super().__init__(message, purpose=purpose)
+        self.text = text
+        self.finish_reason = finish_reason
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.cost_usd = cost_usd
+
+
+class LLMUnavailableError(LLMError):
+    """Rate limits, 5xx, timeouts or connection errors persisted through every retry."""
+
+    def __init__(self, message: str, *, purpose: str, attempts: int) -> None:
+        super().__init__(message, purpose=purpose)
+        self.attempts = attempts
+
+
+class LLMRequestError(LLMError):
+    """The service rejected the request (4xx other than 429): retrying would not help."""
+
+    def __init__(self, message: str, *, purpose: str, status_code: int | None) -> None:
+        super().__init__(message, purpose=purpose)
+        self.status_code = status_code
+
+
+# -- the client ----------------------------------------------------------------------------------
+
+
+class LLMClient:
+    def __init__(self, config: LLMConfig, cache: CacheLike | None = None) -> None:
+        if not config.model:
+            raise ValueError("LLMConfig.model is empty: set OPENFABLE_LLM_MODEL to use an LLM")
+        self.config = config
+        self.cache = cache
+        # Bounds in-flight requests across every thread using this client, not just one batch.
+        self._slots = threading.BoundedSemaphore(max(1, config.max_concurrency))
+        self._model_name: str | None = None
+        self._context_window: int | None = None
+
+    @classmethod
+    def from_settings(cls) -> LLMClient:
+        """A client configured from Django settings (``OPENFABLE_LLM_*`` in the environment)."""
+        from django.conf import settings
+
+        config = LLMConfig(
+            model=getattr(settings, "LLM_MODEL", "") or "",
+            base_url=getattr(settings, "LLM_BASE_URL", "") or "",
+            api_key=getattr(settings, "LLM_API_KEY", "") or "",
+            timeout_s=float(getattr(settings, "LLM_TIMEOUT", 60.0)),
+            max_retries=int(getattr(settings, "LLM_MAX_RETRIES", 3)),
+            max_concurrency=int(getattr(settings, "LLM_MAX_CONCURRENCY", 4)),
+            context_window=int(getattr(settings, "LLM_CONTEXT_WINDOW", 8192)),
+        )
+        return cls(config, _default_cache())
+
+    @property
+    def model_name(self) -> str:
+        """The model string handed to litellm."""
+        if self._model_name is None:
+            self._model_name = litellm_model_name(self.config.model, self.config.base_url)
+        return self._model_name
+
+    def context_window(self) -> int:
+        """Input tokens the model accepts: litellm's model map, else the configured fallback."""
+        if self._context_window is None:
+            litellm = import_litellm()
+            window: int | None = None
+            try:
+                info = litellm.get_model_info(self.model_name)
+                window = info.get("max_input_tokens") or info.get("max_tokens")
+            except Exception:  # litellm raises for models it has no entry for
+                window = None
+            self._context_window = int(window) if window else self.config.context_window
+        return self._context_window
+
+    def complete_json(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        schema: dict[str, Any],
+        schema_name: str,
+        purpose: str,
+        max_tokens: int | None = None,
+    ) -> LLMResult:
+        """One chat completion constrained to ``schema``, parsed.
+
+        Raises LLMOutputError (unparseable answer), LLMUnavailableError (transient failures
+        outlived the retries) or LLMRequestError (rejected request).
+        """
+        key = self.cache_key(messages, schema)
+        hit = self._cache_get(key)
+        if hit is not None:
+            logger.debug("LLM %s: cache hit", purpose)
+            return LLMResult(
+                data=hit["data"],
+                text=hit["text"],
+                prompt_tokens=0,
+                completion_tokens=0,
+                cost_usd=0.0,
+                cached=True,
+            )
+
+        started = time.monotonic()
+        response = self._call(
+            messages, schema=schema, schema_name=schema_name, purpose=purpose, max_tokens=max_tokens
+        )
+        choice = response.choices[0] if response.choices else None
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) or ""
+        finish_reason = getattr(choice, "finish_reason", None)
+        usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        cost = self._cost(response)
+        logger.info(
+            "LLM %s: %d+%d tokens, $%.6f, %.2f s",
+            purpose,
+            prompt_tokens,
+            completion_tokens,
+            cost,
+            time.monotonic() - started,
+        )
+        try:
+            data = parse_json_output(text, schema)
+        except ValueError as exc:
+            raise LLMOutputError(
+                f"LLM output for {purpose} is not valid JSON for schema {schema_name!r} ({exc})"
+                + (f"; finish_reason={finish_reason}" if finish_reason not in (None, "stop") else ""),
+                purpose=purpose,
+                text=text,
+                finish_reason=finish_reason,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cost_usd=cost,
+            ) from exc
+        self._cache_set(key, {"data": data, "text": text})
+        return LLMResult(
+            data=data,
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=cost,
+            cached=False,
+        )
+
+    def complete_json_many(self, requests: Sequence[LLMRequest]) -> list[LLMResult | Exception]:
+        """Run independent calls concurrently; results (or the exception) in request order."""
+        if not requests:
+            return []
+
+        def run(request: LLMRequest) -> LLMResult | Exception:
+            try:
+                return self.complete_json(
+                    request.messages,
+                    schema=request.schema,
+                    schema_name=request.schema_name,
+                    purpose=request.purpose,
+                    max_tokens=request.max_tokens,
+                )
+            except Exception as exc:  # one failed call must not sink its siblings
+                return exc
+
+        workers = min(max(1, self.config.max_concurrency), len(requests))
+        if workers == 1:
+            return [run(r) for r in requests]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
+            return list(pool.map(run, requests))
+
+    def cache_key(self, messages: Sequence[Mapping[str, Any]], schema: Mapping[str, Any]) -> str:
+        payload = json.dumps(
+            {"model": self.model_name, "messages": list(messages), "schema": schema},
+            sort_keys=True,
+            ensure_ascii=False,
+            separators=(",", ":"),
+            default=str,
+        )
+        return _CACHE_KEY_PREFIX + hashlib.sha256(payload.encode()).hexdigest()
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _call(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        schema: dict[str, Any],
+        schema_name: str,
+        purpose: str,
+        max_tokens: int | None,
+    ) -> Any:
+        litellm = import_litellm()
+        kwargs: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": [dict(m) for m in messages],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": schema_name, "schema": schema, "strict": True},
+            },
+            "timeout": self.config.timeout_s,
+            "max_retries": 0,  # the openai SDK would otherwise retry twice on its own
+            # Drop parameters a provider does not support (e.g. temperature on reasoning models)
+            # instead of failing; parse_json_output copes with free-form JSON answers.
+            "drop_params": True,
+        }
+        if self.config.base_url:
+            kwargs["api_base"] = self.config.base_url
+            kwargs["api_key"] = self.config.api_key or _PLACEHOLDER_API_KEY
+        elif self.config.api_key:
+            kwargs["api_key"] = self.config.api_key
+        if self.config.temperature is not None:
+            kwargs["temperature"] = self.config.temperature
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+
+        def attempt() -> Any:
+            with self._slots:
+                return litellm.completion(**kwargs)
+
+        what = f"LLM {purpose} ({self.model_name})"
+        try:
+            return call_with_retries(attempt, policy=self.config.retry_policy, what=what)
+        except Exception as exc:
+            raise self._map_error(exc, purpose) from exc
+
+    def _map_error(self, exc: Exception, purpose: str) -> LLMError:
+        summary = _describe(exc, self.config.timeout_s)
+        if is_transient(exc):
+            attempts = self.config.max_retries + 1
+            return LLMUnavailableError(
+                f"LLM call for {purpose} to {self.model_name} failed after {attempts} attempts: {summary}",
+                purpose=purpose,
+                attempts=attempts,
+            )
+        return LLMRequestError(
+            f"LLM call for {purpose} to {self.model_name} was rejected: {summary}",
+            purpose=purpose,
+            status_code=status_code_of(exc),
+        )
+
+    def _cost(self, response: Any) -> float:
+        litellm = import_litellm()
+        try:
+            return float(litellm.completion_cost(completion_response=response) or 0.0)
+        except Exception:  # unknown models (local servers) have no price: cost them at zero
+            return 0.0
+
+    def _cache_get(self, key: str) -> dict[str, Any] | None:
+        if self.cache is None:
+            return None
+        try:
+            value = self.cache.get(key)
+        except Exception:  # a broken cache (e.g. missing table) must not stop the LLM path
+            logger.warning("LLM cache read failed", exc_info=True)
+            return None
+        if isinstance(value, dict) and "text" in value and "data" in value:
+            return value
+        return None
+
+    def _cache_set(self, key: str, value: dict[str, Any]) -> None:
+        if self.cache is None:
+            return
+        try:
+            if self.config.cache_timeout_s is None:
+                self.cache.set(key, value)  # Django: None would mean "forever", not "default"
+            else:
+                self.cache.set(key, value, timeout=self.config.cache_timeout_s)
+        except Exception:
+            logger.warning("LLM cache write failed", exc_info=True)
+
+
+def parse_json_output(text: str, schema: Mapping[str, Any] | None = None) -> Any:
+    """Parse a model's JSON answer; ValueError says what was wrong.
+
+    Tolerates a Markdown code fence around the JSON: providers without native structured output
+    (or with drop_params removing response_format) often add one.
+    """
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+        if stripped.rstrip().endswith("```"):
+            stripped = stripped.rstrip()[:-3]
+        stripped = stripped.strip()
+    if not stripped:
+        raise ValueError("empty answer")
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    expected = (schema or {}).get("type")
+    if expected == "object" and not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    if expected == "array" and not isinstance(data, list):
+        raise ValueError(f"expected a JSON array, got {type(data).__name__}")
+    return data
+
+
+def _describe(exc: BaseException, timeout_s: float) -> str:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & {"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError"}:
+        return f"no answer within {timeout_s:g} s (timeout)"
+    code = status_code_of(exc)
+    text = str(exc).replace("\n", " ")
+    if len(text) > 300:
+        text = text[:299] + "…"
+    return f"{type(exc).__name__}" + (f" (HTTP {code})" if code else "") + f": {text}"
+
+
+def _default_cache() -> CacheLike:
+    from django.conf import settings
+    from django.core.cache import caches
+
+    alias = "llm" if "llm" in getattr(settings, "CACHES", {}) else "default"
+    return caches[alias]
+
+
+def llm_configured() -> bool:
+    """True when settings name an LLM model (otherwise the structural/vector paths run alone)."""
+    from django.conf import settings
+
+    return bool(getattr(settings, "LLM_MODEL", ""))
+
+
+__all__ = [
+    "CacheLike",
+    "LLMClient",
+    "LLMConfig",
+    "LLMError",
+    "LLMOutputError",
+    "LLMRequest",
+    "LLMRequestError",
+    "LLMResult",
+    "LLMUnavailableError",
+    "import_litellm",
+    "litellm_model_name",
+    "llm_configured",
+    "parse_json_output",
+]

@@ -1,0 +1,86 @@
+"""Token counting for budgets: cl100k_base through tiktoken, fully offline.
+
+Budgets are in cl100k tokens whatever model is configured: one stable ruler for packing and for
+benchmarks, close enough to other BPE tokenizers for budgeting.
+
+tiktoken downloads its BPE files on first use unless ``TIKTOKEN_CACHE_DIR`` points at a copy;
+litellm ships one (``litellm_core_utils/tokenizers``). We locate it with ``find_spec`` instead of
+importing litellm, which takes seconds and would be wasted on a token count.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tiktoken
+
+ENCODING_NAME = "cl100k_base"
+# When truncating, give up at most this many characters to end on whitespace instead of mid-word.
+_WHITESPACE_BACKOFF_CHARS = 64
+
+
+def _point_tiktoken_at_bundled_files() -> None:
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return  # no litellm: tiktoken uses its own cache (and may need the network once)
+    folder = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+    if folder.is_dir():
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(folder))
+
+
+@functools.cache
+def _encoding() -> tiktoken.Encoding:
+    _point_tiktoken_at_bundled_files()
+    import tiktoken
+
+    return tiktoken.get_encoding(ENCODING_NAME)
+
+
+def count_tokens(text: str) -> int:
+    """Number of cl100k_base tokens in ``text``; special-token strings count as plain text."""
+    if not text:
+        return 0
+    # encode_ordinary skips the special-token scan: faster, and never raises on "<|endoftext|>".
+    return len(_encoding().encode_ordinary(text))
+
+
+def truncate_to_tokens(text: str, max_tokens: int) -> str:
+    """The longest prefix of ``text`` with at most ``max_tokens`` tokens.
+
+    The result is always a prefix of ``text``. It is cut at a token boundary, then backed off to
+    the last whitespace when that costs at most a few dozen characters, so words stay whole.
+    """
+    if max_tokens <= 0 or not text:
+        return ""
+    encoding = _encoding()
+    ids = encoding.encode_ordinary(text)
+    if len(ids) <= max_tokens:
+        return text
+    keep = max_tokens
+    while keep > 0:
+        # A token can end inside a multi-byte character; drop the partial bytes so the result
+        # stays a true prefix of the text.
+        cut = encoding.decode_bytes(ids[:keep]).decode("utf-8", errors="ignore")
+        cut = _back_off_to_whitespace(text, cut)
+        # Re-encoding a prefix almost always gives the same tokens, but BPE is not monotone in
+        # every corner: check, and shorten again in the rare case it grew.
+        if len(encoding.encode_ordinary(cut)) <= max_tokens:
+            return cut
+        keep -= 1
+    return ""
+
+
+def _back_off_to_whitespace(text: str, cut: str) -> str:
+    """End ``cut`` (a prefix of ``text``) on a word boundary when that is cheap."""
+    if len(cut) < len(text) and (text[len(cut)].isspace() or cut[-1:].isspace()):
+        return cut.rstrip() or cut  # already between words
+    window_start = max(1, len(cut) - _WHITESPACE_BACKOFF_CHARS)
+    for index in range(len(cut) - 1, window_start - 1, -1):
+        if cut[index].isspace():
+            return cut[:index].rstrip() or cut
+    return cut  # one long word (or none nearby): keep the token cut
