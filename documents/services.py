@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.db.models import F
 from django.utils.text import slugify
@@ -32,7 +33,7 @@ def corpus_version_bump() -> int:
     return int(CorpusVersion.objects.values_list("version", flat=True).get(pk=1))
 
 
-def collection_create(*, name: str, slug: str = "", owner: object | None = None) -> Collection:
+def collection_create(*, name: str, slug: str = "", owner: AbstractBaseUser | None = None) -> Collection:
     name = name.strip()
     if not name:
         raise DocumentInputError("A collection needs a name.")
@@ -41,7 +42,7 @@ def collection_create(*, name: str, slug: str = "", owner: object | None = None)
         raise DocumentInputError(f"Cannot make a URL slug from the name {name!r}; give a slug.")
     if Collection.objects.filter(slug=slug).exists():
         raise DocumentInputError(f"A collection with the slug {slug!r} already exists.")
-    return Collection.objects.create(name=name, slug=slug, owner=owner)
+    return Collection.objects.create(name=name, slug=slug, owner=owner)  # type: ignore[misc]
 
 
 def collection_get_or_create_default() -> Collection:
@@ -117,7 +118,9 @@ def document_create(
     if builder not in {"", Document.Builder.LLM, Document.Builder.STRUCTURAL, Document.Builder.AGENT}:
         raise DocumentInputError(f"Unknown builder {builder!r}; use 'llm' or 'structural'.")
     content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    existing = Document.objects.select_for_update().filter(collection=target, content_hash=content_hash).first()
+    existing = (
+        Document.objects.select_for_update().filter(collection=target, content_hash=content_hash).first()
+    )
     if existing is not None:
         if not reindex:
             return DocumentCreateResult(document=existing, job=None, created=False)

@@ -208,6 +208,7 @@ class LLMClient:
             max_retries=int(getattr(settings, "LLM_MAX_RETRIES", 3)),
             max_concurrency=int(getattr(settings, "LLM_MAX_CONCURRENCY", 4)),
             context_window=int(getattr(settings, "LLM_CONTEXT_WINDOW", 8192)),
+            retry_base_delay_s=float(getattr(settings, "LLM_RETRY_BASE_DELAY", 1.0)),
         )
         return cls(config, _default_cache())
 

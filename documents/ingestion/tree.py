@@ -80,7 +80,8 @@ def check_tree(root: TreeNode, text: str) -> None:
                 raise TreeShapeError("a leaf cannot have children")
             if node.start_char != cursor:
                 raise TreeShapeError(
-                    f"leaves leave a gap or overlap at character {cursor} (next leaf starts at {node.start_char})"
+                    f"leaves leave a gap or overlap at character {cursor} "
+                    f"(next leaf starts at {node.start_char})"
                 )
             cursor = node.end_char
         else:

@@ -1,0 +1,104 @@
+"""From a built tree to the rows that are saved: pure, no Django.
+
+``flatten_tree`` walks a ``TreeNode`` in pre-order and produces ``NodeRow`` objects with
+everything the database needs (order, ordinal, parent, toc path, exact leaf text, token
+counts) and the text each node is embedded from: internal nodes embed
+"toc path: summary", leaves embed their own text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from documents.ingestion.tree import LEAF, TreeNode
+
+TOC_SEPARATOR = " › "
+
+
+@dataclass
+class NodeRow:
+    order: int
+    parent_order: int | None
+    kind: str
+    depth: int
+    ordinal: int
+    title: str
+    summary: str
+    toc_path: str
+    start_char: int
+    end_char: int
+    content: str
+    token_count: int
+    embed_text: str
+    edited: bool = False
+
+
+def flatten_tree(
+    root: TreeNode,
+    *,
+    text: str,
+    document_title: str,
+    count_tokens: Callable[[str], int],
+    edited: frozenset[int] = frozenset(),
+) -> list[NodeRow]:
+    """Rows in pre-order; ``edited`` holds ``id()`` of tree nodes that carry a person's edit."""
+    rows: list[NodeRow] = []
+
+    def visit(node: TreeNode, depth: int, ordinal: int, parent: NodeRow | None) -> None:
+        if parent is None:
+            toc_path = document_title or node.title
+        elif node.kind == LEAF:
+            toc_path = parent.toc_path
+        else:
+            toc_path = f"{parent.toc_path}{TOC_SEPARATOR}{node.title}"
+        span_text = text[node.start_char : node.end_char]
+        row = NodeRow(
+            order=len(rows),
+            parent_order=parent.order if parent else None,
+            kind=node.kind,
+            depth=depth,
+            ordinal=ordinal,
+            title=node.title,
+            summary=node.summary,
+            toc_path=toc_path,
+            start_char=node.start_char,
+            end_char=node.end_char,
+            content=span_text if node.kind == LEAF else "",
+            token_count=count_tokens(span_text),
+            embed_text="",
+            edited=id(node) in edited,
+        )
+        row.embed_text = embedding_text(row)
+        rows.append(row)
+        for index, child in enumerate(node.children):
+            visit(child, depth + 1, index, row)
+
+    visit(root, 0, 0, None)
+    return rows
+
+
+def embedding_text(row: NodeRow) -> str:
+    if row.kind == LEAF:
+        return row.content
+    return f"{row.toc_path}: {row.summary}" if row.summary else row.toc_path
+
+
+def apply_edits(root: TreeNode, *, text: str, edits: dict[str, tuple[str, str]]) -> frozenset[int]:
+    """Carry a person's titles and summaries over to a freshly built tree.
+
+    ``edits`` maps ``edit_key(kind, span text)`` of each edited node to its (title, summary);
+    a new node of the same kind spanning the same text takes them, so edits survive a
+    re-index wherever their span still exists. Returns ``id()`` of the nodes that took one.
+    """
+    taken: set[int] = set()
+    for node, _depth in root.walk():
+        edit = edits.get(edit_key(node.kind, text[node.start_char : node.end_char]))
+        if edit is not None:
+            node.title, node.summary = edit
+            taken.add(id(node))
+    return frozenset(taken)
+
+
+def edit_key(kind: str, span_text: str) -> str:
+    return f"{kind}\x00{span_text}"

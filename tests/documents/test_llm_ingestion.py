@@ -1,0 +1,179 @@
+"""The LLM builder over real HTTP: a scripted OpenAI-compatible server answers each prompt.
+
+Every branch: good output, malformed JSON, missing chunk indexes, invented ids, markers not
+found, 429 then success, a timeout, persistent invalid output (fallback to the structural
+builder, with the reason on the job), and the cache that makes a re-index free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.cache import caches
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from documents.indexing import claim_job, document_index
+from documents.models import Document, IngestionJob, Node
+from documents.services import document_create, document_reindex
+from tests.factories import CollectionFactory
+from tests.fakes import fable_llm
+from tests.fakes.openai_server import ScriptedOpenAIServer, delay, status
+
+pytestmark = pytest.mark.django_db
+
+TEXT = (
+    "Volcanoes form where magma reaches the surface of the Earth.\n"
+    "Most volcanoes sit along the boundaries of tectonic plates.\n"
+    "Shield volcanoes have gentle slopes built by fluid lava flows.\n"
+    "Stratovolcanoes are steep and erupt explosively from time to time.\n"
+)
+PARAGRAPHS = [line + "\n" for line in TEXT.split("\n") if line]
+
+
+@pytest.fixture
+def llm(scripted_openai: ScriptedOpenAIServer, settings: SettingsWrapper) -> Iterator[ScriptedOpenAIServer]:
+    settings.LLM_MODEL = "scripted-model"
+    settings.LLM_BASE_URL = scripted_openai.base_url
+    settings.LLM_API_KEY = "test-key"
+    settings.LLM_TIMEOUT = 2.0
+    settings.LLM_MAX_RETRIES = 2
+    settings.LLM_RETRY_BASE_DELAY = 0.01
+    settings.LLM_TREE_RETRIES = 2
+    caches["llm"].clear()
+    yield scripted_openai
+
+
+def _ingest(text: str = TEXT) -> tuple[Document, IngestionJob]:
+    result = document_create(collection=CollectionFactory(), content=text, title="Volcanoes", queue=False)
+    return _run(result.document)
+
+
+def _run(document: Document) -> tuple[Document, IngestionJob]:
+    job = claim_job(document_id=document.pk)
+    assert job is not None
+    document_index(job=job)
+    job.refresh_from_db()
+    document.refresh_from_db()
+    return document, job
+
+
+def _leaf_texts(document: Document) -> list[str]:
+    return list(
+        Node.objects.filter(document=document, kind="leaf")
+        .order_by("order")
+        .values_list("content", flat=True)
+    )
+
+
+def _bad_then(bad: Any, good: Any = fable_llm.competent_llm) -> Any:
+    """First answer to the given schema is ``bad``; everything else is answered well."""
+    state = {"sent": False}
+
+    def reply(request: dict[str, Any]) -> Any:
+        if not state["sent"] and fable_llm.schema_name(request) == "document_tree":
+            state["sent"] = True
+            return bad(request) if callable(bad) else bad
+        return good(request)
+
+    return reply
+
+
+def test_good_output_builds_the_llm_tree(llm: ScriptedOpenAIServer) -> None:
+    llm.script_chat(fable_llm.competent_llm, fable_llm.competent_llm)
+    document, job = _ingest()
+    assert document.builder == Document.Builder.LLM and document.status == Document.Status.INDEXED
+    assert _leaf_texts(document) == PARAGRAPHS
+    titles = list(Node.objects.filter(document=document, kind="section").values_list("title", flat=True))
+    assert titles == ["Opening part", "Closing part"]
+    assert job.status == IngestionJob.Status.SUCCEEDED and job.llm_calls == 2
+    assert job.llm_prompt_tokens > 0 and job.llm_completion_tokens > 0 and not job.fallback_reason
+    prompt = llm.chat_requests[0]["messages"][-1]["content"]
+    assert (
+        "<untrusted_document>" in prompt
+        and "ignore" in llm.chat_requests[0]["messages"][0]["content"].lower()
+    )
+
+
+def test_malformed_json_is_retried_with_the_error_fed_back(llm: ScriptedOpenAIServer) -> None:
+    llm.script_chat(*[_bad_then("{not json at all")] * 3)
+    document, job = _ingest()
+    assert document.builder == Document.Builder.LLM
+    retry = llm.chat_requests[2]["messages"][-1]["content"]
+    assert "previous answer was invalid" in retry and "JSON" in retry
+    assert job.llm_calls == 3
+
+
+def test_missing_chunk_indexes_are_named_in_the_feedback(llm: ScriptedOpenAIServer) -> None:
+    llm.script_chat(*[_bad_then(lambda request: fable_llm.two_section_tree(request, chunks=[0, 1]))] * 3)
+    document, _ = _ingest()
+    assert document.builder == Document.Builder.LLM
+    retry = llm.chat_requests[2]["messages"][-1]["content"]
+    assert "missing" in retry and "2-3" in retry
+
+
+def test_invented_chunk_ids_are_refused_and_retried(llm: ScriptedOpenAIServer) -> None:
+    llm.script_chat(
+        *[_bad_then(lambda request: fable_llm.two_section_tree(request, chunks=[0, 1, 2, 3, 99]))] * 3
+    )
+    document, _ = _ingest()
+    assert document.builder == Document.Builder.LLM
+    assert "99" in llm.chat_requests[2]["messages"][-1]["content"]
+    assert _leaf_texts(document) == PARAGRAPHS
+
+
+def test_markers_not_found_are_retried_with_the_offset(llm: ScriptedOpenAIServer) -> None:
+    llm.script_chat(
+        {"markers": ["Volcanoes form where", "Lava lakes glow at night"]},
+        fable_llm.competent_llm,
+        fable_llm.competent_llm,
+    )
+    document, _ = _ingest()
+    assert document.builder == Document.Builder.LLM
+    retry = llm.chat_requests[1]["messages"][-1]["content"]
+    assert "Lava lakes glow at night" in retry and "after character" in retry
+
+
+def test_rate_limit_then_success(llm: ScriptedOpenAIServer) -> None:
+    llm.script_chat(status(429), fable_llm.competent_llm, fable_llm.competent_llm)
+    document, job = _ingest()
+    assert document.builder == Document.Builder.LLM
+    assert len(llm.chat_requests) == 3 and job.llm_calls == 2
+
+
+def test_a_timeout_falls_back_to_the_structural_builder_and_says_why(
+    llm: ScriptedOpenAIServer, settings: SettingsWrapper
+) -> None:
+    settings.LLM_TIMEOUT = 0.5
+    settings.LLM_MAX_RETRIES = 1
+    llm.script_chat(delay(2.0), delay(2.0))
+    document, job = _ingest()
+    assert document.builder == Document.Builder.STRUCTURAL and document.status == Document.Status.INDEXED
+    assert "Fell back to the structural builder" in job.fallback_reason
+    assert "timed out" in job.fallback_reason.lower() or "timeout" in job.fallback_reason.lower()
+    assert "".join(_leaf_texts(document)) == TEXT
+
+
+def test_persistently_invalid_trees_fall_back_after_the_retries(llm: ScriptedOpenAIServer) -> None:
+    def always_bad(request: dict[str, Any]) -> Any:
+        if fable_llm.schema_name(request) == "document_tree":
+            return {"title": "", "summary": "", "sections": []}
+        return fable_llm.competent_llm(request)
+
+    llm.script_chat(*[always_bad] * 4)
+    document, job = _ingest()
+    assert document.builder == Document.Builder.STRUCTURAL
+    assert "tree of part 1 still invalid after 3 attempts" in job.fallback_reason
+    assert job.llm_calls == 4
+
+
+def test_reindexing_unchanged_text_costs_nothing(llm: ScriptedOpenAIServer) -> None:
+    llm.script_chat(fable_llm.competent_llm, fable_llm.competent_llm)
+    document, _ = _ingest()
+    requests_before = len(llm.chat_requests)
+    document_reindex(document=document, queue=False)
+    document, job = _run(document)
+    assert len(llm.chat_requests) == requests_before, "every answer came from the cache"
+    assert job.llm_calls == job.llm_cached_calls == 2 and job.llm_prompt_tokens == 0
+    assert document.builder == Document.Builder.LLM
