@@ -69,7 +69,9 @@ def flatten_tree(
             embed_text="",
             edited=id(node) in edited,
         )
-        row.embed_text = embedding_text(row)
+        row.embed_text = embedding_text(
+            kind=row.kind, toc_path=row.toc_path, summary=row.summary, content=row.content
+        )
         rows.append(row)
         for index, child in enumerate(node.children):
             visit(child, depth + 1, index, row)
@@ -78,10 +80,11 @@ def flatten_tree(
     return rows
 
 
-def embedding_text(row: NodeRow) -> str:
-    if row.kind == LEAF:
-        return row.content
-    return f"{row.toc_path}: {row.summary}" if row.summary else row.toc_path
+def embedding_text(*, kind: str, toc_path: str, summary: str, content: str) -> str:
+    """What a node is embedded from: a leaf its own text, an internal node "toc path: summary"."""
+    if kind == LEAF:
+        return content
+    return f"{toc_path}: {summary}" if summary else toc_path
 
 
 def apply_edits(root: TreeNode, *, text: str, edits: dict[str, tuple[str, str]]) -> frozenset[int]:

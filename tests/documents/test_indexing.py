@@ -20,7 +20,8 @@ from tests.fakes.openai_server import ScriptedOpenAIServer
 TEXT = (
     "# Field guide\n\nA short guide to volcanoes and their eruptions.\n\n"
     "## Formation\n\nVolcanoes form where magma reaches the surface. Most sit on plate boundaries.\n\n"
-    "## Eruptions\n\nShield volcanoes erupt gently. Stratovolcanoes erupt explosively and build steep cones.\n"
+    "## Eruptions\n\nShield volcanoes erupt gently. "
+    "Stratovolcanoes erupt explosively and build steep cones.\n"
 )
 
 
@@ -111,7 +112,7 @@ def test_a_dimension_mismatch_is_refused_before_any_write(scripted_openai: Scrip
     wrong = RemoteEmbedder(
         url=scripted_openai.base_url, model="big", api_key="", dimensions=1024, batch_size=8
     )
-    with pytest.raises(Exception, match="OPENFABLE_EMBEDDING_DIMENSIONS=384 .*reembed"):
+    with pytest.raises(Exception, match=r"OPENFABLE_EMBEDDING_DIMENSIONS=384 .*reembed"):
         document_index(job=job, embedder=wrong)
     assert not Node.objects.filter(document=document).exists()
     assert scripted_openai.embedding_requests == [], "refused before calling the embedder"

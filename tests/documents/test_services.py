@@ -8,8 +8,8 @@ import pytest
 from django.test import override_settings
 
 from documents.models import Document, IngestionJob
-from documents.services import DocumentInputError, corpus_version_bump, document_create
 from documents.selectors import corpus_version
+from documents.services import DocumentInputError, corpus_version_bump, document_create
 from tests.factories import CollectionFactory
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +33,7 @@ def test_bad_content_is_refused_with_a_clear_message(content: str | bytes, messa
 
 @override_settings(MAX_DOCUMENT_BYTES=10)
 def test_text_over_the_size_limit_is_refused() -> None:
-    with pytest.raises(DocumentInputError, match="the limit is 10 .*OPENFABLE_MAX_DOCUMENT_BYTES"):
+    with pytest.raises(DocumentInputError, match=r"the limit is 10 .*OPENFABLE_MAX_DOCUMENT_BYTES"):
         document_create(collection=CollectionFactory(), content="x" * 11, queue=False)
 
 
