@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 from django.core.cache import caches
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from documents.indexing import claim_job, document_index
@@ -177,3 +180,74 @@ def test_reindexing_unchanged_text_costs_nothing(llm: ScriptedOpenAIServer) -> N
     assert len(llm.chat_requests) == requests_before, "every answer came from the cache"
     assert job.llm_calls == job.llm_cached_calls == 2 and job.llm_prompt_tokens == 0
     assert document.builder == Document.Builder.LLM
+
+
+def test_a_long_document_goes_in_windows_and_parts_merged_under_one_root(
+    llm: ScriptedOpenAIServer, settings: SettingsWrapper
+) -> None:
+    # An unknown model: the client falls back to OPENFABLE_LLM_CONTEXT_WINDOW, kept small here
+    # so a modest text needs several chunking windows and several tree parts.
+    settings.LLM_CONTEXT_WINDOW = 2048
+    paragraphs = [
+        f"Paragraph {n} explains topic number {n} in plain words, with a detail about item {n * 7}.\n"
+        for n in range(120)
+    ]
+    text = "".join(paragraphs)
+    llm.script_chat(*[fable_llm.competent_llm] * 40)
+    document, job = _ingest(text)
+    names = [fable_llm.schema_name(request) for request in llm.chat_requests]
+    assert names.count("chunk_markers") >= 2, "several overlapping windows"
+    assert names.count("document_tree") >= 2, "several parts"
+    assert names.count("document_root") == 1, "one root written from the parts"
+    assert document.builder == Document.Builder.LLM, job.fallback_reason
+    assert _leaf_texts(document) == paragraphs, "windows merged with no duplicate and no gap"
+    root = Node.objects.get(document=document, kind="root")
+    assert root.title == "Merged document"
+    assert Node.objects.filter(document=document, depth=1).count() == names.count("document_tree")
+
+
+_WORDS = st.sampled_from(["alpha", "beta", "gamma", "delta", "Ω-zeta", "the", "of", "2.3", "Ltd.", "naïve"])
+_LINES = st.lists(st.lists(_WORDS, min_size=1, max_size=12), min_size=1, max_size=14)
+
+
+@hypothesis_settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(lines=_LINES, data=st.data())
+def test_llm_leaves_partition_the_text_exactly(
+    llm: ScriptedOpenAIServer, lines: list[list[str]], data: Any
+) -> None:
+    separators = data.draw(st.lists(st.sampled_from([" ", "  ", "\t", " \n"]), min_size=200, max_size=200))
+    text = "\n".join(
+        "".join(word + separators[(i + j) % 200] for j, word in enumerate(words)).rstrip()
+        for i, words in enumerate(lines)
+    )
+    if not text.strip():
+        return
+    starts = sorted(set(data.draw(st.lists(st.integers(0, len(lines) - 1), max_size=len(lines)))) | {0})
+    sizes = data.draw(st.lists(st.integers(1, 4), min_size=len(lines), max_size=len(lines)))
+
+    def markers(request: dict[str, Any]) -> dict[str, Any]:
+        return {"markers": [" ".join(lines[i][:3]) for i in starts]}  # single spaces: tolerant search
+
+    def tree(request: dict[str, Any]) -> dict[str, Any]:
+        count, sections, cursor = fable_llm.chunk_count(request), [], 0
+        for size in sizes:
+            if cursor >= count:
+                break
+            chunk_ids = list(range(cursor, min(count, cursor + size)))
+            sections.append({"title": f"S{cursor}", "summary": "s", "chunks": chunk_ids, "sections": []})
+            cursor += size
+        if cursor < count:
+            sections.append(
+                {"title": "Rest", "summary": "r", "chunks": list(range(cursor, count)), "sections": []}
+            )
+        return {"title": "T", "summary": "t", "sections": sections}
+
+    caches["llm"].clear()
+    llm.script_chat(markers, tree)
+    document, job = _ingest(text)
+    leaves = list(Node.objects.filter(document=document, kind="leaf").order_by("order"))
+    assert "".join(leaf.content for leaf in leaves) == text
+    assert [leaf.start_char for leaf in leaves] == [0] + [leaf.end_char for leaf in leaves[:-1]]
+    assert document.builder == Document.Builder.LLM, job.fallback_reason
