@@ -399,6 +399,7 @@ def test_schemas_are_strict(schema: dict[str, Any]) -> None:
 
 def test_tree_schema_validates_a_valid_answer() -> None:
     import jsonschema
+
     data = _tree(_section("A", [0], [_section("B", [1])]))
     jsonschema.validate(data, TREE_JSON_SCHEMA)
     with pytest.raises(jsonschema.ValidationError):
