@@ -14,16 +14,18 @@ pytestmark = pytest.mark.django_db
 
 @pytest.mark.parametrize("model", ["collection", "document", "node", "ingestionjob"])
 def test_changelist_and_add_pages_render(admin_client: Client, model: str) -> None:
-    DocumentFactory(tags=["finance"])
+    DocumentFactory.create(tags=["finance"])
     assert admin_client.get(reverse(f"admin:documents_{model}_changelist")).status_code == 200
     assert admin_client.get(reverse(f"admin:documents_{model}_changelist"), {"q": "x"}).status_code == 200
     assert admin_client.get(reverse(f"admin:documents_{model}_add")).status_code == 200
 
 
 def test_document_page_shows_its_jobs_and_nodes(admin_client: Client) -> None:
-    document = DocumentFactory(tags=["law"])
-    NodeFactory(document=document, order=0, title="The root title", embedding=np.ones(384) / np.sqrt(384))
-    IngestionJobFactory(document=document, error="boom: the model timed out")
+    document = DocumentFactory.create(tags=["law"])
+    NodeFactory.create(
+        document=document, order=0, title="The root title", embedding=np.ones(384) / np.sqrt(384)
+    )
+    IngestionJobFactory.create(document=document, error="boom: the model timed out")
     page = admin_client.get(reverse("admin:documents_document_change", args=[document.pk]))
     assert page.status_code == 200
     body = page.content.decode()
@@ -31,7 +33,7 @@ def test_document_page_shows_its_jobs_and_nodes(admin_client: Client) -> None:
 
 
 def test_node_page_shows_the_embedding_read_only(admin_client: Client) -> None:
-    node = NodeFactory(order=0, embedding=np.ones(384) / np.sqrt(384))
+    node = NodeFactory.create(order=0, embedding=np.ones(384) / np.sqrt(384))
     page = admin_client.get(reverse("admin:documents_node_change", args=[node.pk]))
     assert page.status_code == 200
     assert "(384 dimensions)" in page.content.decode()
@@ -39,8 +41,8 @@ def test_node_page_shows_the_embedding_read_only(admin_client: Client) -> None:
 
 
 def test_document_list_filters_by_tag_status_and_builder(admin_client: Client) -> None:
-    DocumentFactory(title="tagged one", tags=["medical"])
-    DocumentFactory(title="other one", tags=["law"])
+    DocumentFactory.create(title="tagged one", tags=["medical"])
+    DocumentFactory.create(title="other one", tags=["law"])
     page = admin_client.get(
         reverse("admin:documents_document_changelist"), {"tag": "medical", "status": "queued"}
     )

@@ -37,7 +37,7 @@ def _index(document: Document) -> IngestionJob:
 @pytest.mark.django_db
 def test_structural_ingestion_saves_an_embedded_tree_whose_leaves_are_exact_slices() -> None:
     document = document_create(
-        collection=CollectionFactory(), content=TEXT, title="Volcano guide", queue=False
+        collection=CollectionFactory.create(), content=TEXT, title="Volcano guide", queue=False
     ).document
     job = _index(document)
     assert job.status == IngestionJob.Status.SUCCEEDED and job.progress == 100 and job.stage == "done"
@@ -60,7 +60,7 @@ def test_structural_ingestion_saves_an_embedded_tree_whose_leaves_are_exact_slic
 
 @pytest.mark.django_db
 def test_reindex_replaces_the_tree_and_keeps_a_persons_edits() -> None:
-    document = document_create(collection=CollectionFactory(), content=TEXT, queue=False).document
+    document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
     _index(document)
     section = Node.objects.get(document=document, kind="section", title="Eruptions")
     Node.objects.filter(pk=section.pk).update(
@@ -80,7 +80,7 @@ def test_reindex_replaces_the_tree_and_keeps_a_persons_edits() -> None:
 def test_a_failed_reindex_keeps_the_old_tree_shows_the_error_and_can_be_retried(
     scripted_openai: ScriptedOpenAIServer,
 ) -> None:
-    document = document_create(collection=CollectionFactory(), content=TEXT, queue=False).document
+    document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
     _index(document)
     old_tree = list(Node.objects.filter(document=document).values_list("pk", "content"))
 
@@ -106,7 +106,7 @@ def test_a_failed_reindex_keeps_the_old_tree_shows_the_error_and_can_be_retried(
 
 @pytest.mark.django_db
 def test_a_dimension_mismatch_is_refused_before_any_write(scripted_openai: ScriptedOpenAIServer) -> None:
-    document = document_create(collection=CollectionFactory(), content=TEXT, queue=False).document
+    document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
     job = claim_job(document_id=document.pk)
     assert job is not None
     wrong = RemoteEmbedder(
@@ -133,7 +133,7 @@ def celery_worker_thread() -> Iterator[None]:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_ingestion_end_to_end_through_a_real_celery_worker(celery_worker_thread: None) -> None:
-    result = document_create(collection=CollectionFactory(), content=TEXT, title="Through Celery")
+    result = document_create(collection=CollectionFactory.create(), content=TEXT, title="Through Celery")
     assert result.job is not None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -49,7 +49,9 @@ def llm(scripted_openai: ScriptedOpenAIServer, settings: SettingsWrapper) -> Ite
 
 
 def _ingest(text: str = TEXT) -> tuple[Document, IngestionJob]:
-    result = document_create(collection=CollectionFactory(), content=text, title="Volcanoes", queue=False)
+    result = document_create(
+        collection=CollectionFactory.create(), content=text, title="Volcanoes", queue=False
+    )
     return _run(result.document)
 
 

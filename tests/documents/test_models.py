@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from pgvector.django import CosineDistance
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.django_db
 def _violates(**fields: object) -> bool:
     try:
         with transaction.atomic():
-            NodeFactory(**fields)
+            NodeFactory.create(**fields)
     except IntegrityError:
         return True
     return False
@@ -29,8 +30,8 @@ def test_vector_extension_is_installed() -> None:
 
 
 def test_node_constraints_reject_bad_rows() -> None:
-    document = DocumentFactory()
-    root = NodeFactory(document=document, order=0)
+    document = DocumentFactory.create()
+    root = NodeFactory.create(document=document, order=0)
     assert _violates(document=document, order=1, kind="chapter")  # unknown kind
     assert _violates(document=document, order=1, kind="leaf", depth=5, parent=root)  # too deep
     assert _violates(document=document, order=1, kind="root", depth=1)  # root not at depth 0
@@ -45,22 +46,22 @@ def test_node_constraints_reject_bad_rows() -> None:
 
 
 def test_document_content_is_unique_per_collection() -> None:
-    document = DocumentFactory()
+    document = DocumentFactory.create()
     with pytest.raises(IntegrityError), transaction.atomic():
-        DocumentFactory(collection=document.collection, content=document.content)
-    DocumentFactory(content=document.content)  # another collection may hold the same text
+        DocumentFactory.create(collection=document.collection, content=document.content)
+    DocumentFactory.create(content=document.content)  # another collection may hold the same text
 
 
 def test_job_progress_is_a_percentage() -> None:
     with pytest.raises(IntegrityError), transaction.atomic():
-        IngestionJobFactory(progress=101)
+        IngestionJobFactory.create(progress=101)
 
 
 def test_nearest_neighbour_query_uses_the_hnsw_index() -> None:
-    document = DocumentFactory()
-    root = NodeFactory(document=document, order=0)
+    document = DocumentFactory.create()
+    root = NodeFactory.create(document=document, order=0)
     rng = np.random.default_rng(7)
-    vectors = rng.normal(size=(2000, Node._meta.get_field("embedding").dimensions)).astype(np.float32)
+    vectors = rng.normal(size=(2000, settings.EMBEDDING_DIMENSIONS)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     Node.objects.bulk_create(
         Node(

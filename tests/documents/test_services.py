@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
     ],
 )
 def test_bad_content_is_refused_with_a_clear_message(content: str | bytes, message: str) -> None:
-    collection = CollectionFactory()
+    collection = CollectionFactory.create()
     with pytest.raises(DocumentInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         document_create(collection=collection, content=content, queue=False)
     assert not Document.objects.exists()
@@ -34,7 +34,7 @@ def test_bad_content_is_refused_with_a_clear_message(content: str | bytes, messa
 @override_settings(MAX_DOCUMENT_BYTES=10)
 def test_text_over_the_size_limit_is_refused() -> None:
     with pytest.raises(DocumentInputError, match=r"the limit is 10 .*OPENFABLE_MAX_DOCUMENT_BYTES"):
-        document_create(collection=CollectionFactory(), content="x" * 11, queue=False)
+        document_create(collection=CollectionFactory.create(), content="x" * 11, queue=False)
 
 
 def test_an_unknown_collection_is_refused() -> None:
@@ -45,7 +45,7 @@ def test_an_unknown_collection_is_refused() -> None:
 def test_create_stores_a_queued_document_and_queues_ingestion_after_commit(
     django_capture_on_commit_callbacks: Callable[..., object],
 ) -> None:
-    collection = CollectionFactory(slug="law")
+    collection = CollectionFactory.create(slug="law")
     before = corpus_version()
     with django_capture_on_commit_callbacks() as callbacks:  # type: ignore[attr-defined]
         result = document_create(
@@ -65,7 +65,7 @@ def test_create_stores_a_queued_document_and_queues_ingestion_after_commit(
 
 
 def test_the_same_text_returns_the_existing_document_unless_reindex_is_asked() -> None:
-    collection = CollectionFactory()
+    collection = CollectionFactory.create()
     first = document_create(collection=collection, content="Same text.", queue=False)
     again = document_create(collection=collection, content="Same text.", queue=False)
     assert not again.created and again.document.pk == first.document.pk and again.job is None

@@ -1,0 +1,310 @@
+"""The agent path: an outside agent reads the document itself and names its chunks and its tree.
+
+Three steps, driven by ``manage.py openfable plan | apply-chunks | apply-tree`` (documents/cli.py):
+
+1. plan: the document is stored (``document_create``, builder "agent", nothing queued) and the
+   agent is told what a boundary marker is;
+2. apply-chunks: the agent's markers are found in the text (``locate_markers``) and cut into exact
+   spans (``chunk_spans``), kept in ``document.metadata["agent"]`` until the tree comes;
+3. apply-tree: the agent's JSON tree over those chunk indexes is validated exactly as an LLM's is
+   (``tree_from_json``) and saved with embeddings through ``documents.indexing``.
+
+Each step replaces the result of its previous run, never appends to it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from documents.indexing import claim_job, document_index, job_fail
+from documents.ingestion.boundaries import chunk_spans, locate_markers
+from documents.ingestion.tree_schema import (
+    MARKERS_JSON_SCHEMA,
+    TREE_JSON_SCHEMA,
+    MarkerAnswerError,
+    Span,
+    parse_marker_answer,
+    tree_from_json,
+    tree_to_json,
+)
+from documents.models import Document, IngestionJob, Node
+from openfable.embeddings import Embedder
+from openfable.tokens import count_tokens
+
+METADATA_KEY = "agent"
+OPENING_WORDS = 12
+# Same sizes the LLM chunker is asked for (ingestion/prompts.py), so both paths make alike chunks.
+TARGET_CHUNK_WORDS = 150
+MARKER_WORDS = "5-8"
+
+
+class AgentInputError(ValueError):
+    """A step of the agent path cannot run as asked; the message says what to do instead."""
+
+
+# -- markers --------------------------------------------------------------------------------------
+
+
+def parse_markers_file(text: str) -> list[str]:
+    """Markers from a file: JSON ``{"markers": [...]}`` (or a bare JSON list), or one per line.
+
+    Anything that starts like JSON is read as JSON, so a broken JSON file is reported as broken
+    JSON rather than taken as a list of odd markers. A line file whose first line merely starts
+    with "[" (e.g. "[1] Scope") is still read line by line.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise AgentInputError(
+            'The markers file is empty. Give the opening words of each chunk: JSON {"markers": [...]} '
+            "or one marker per line."
+        )
+    if stripped.startswith(("{", "```")) or (stripped.startswith("[") and _is_json(stripped)):
+        try:
+            return parse_marker_answer(stripped)
+        except MarkerAnswerError as error:
+            raise AgentInputError(str(error)) from None
+    return [line.strip() for line in stripped.splitlines() if line.strip()]
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+# -- step 2: chunks -------------------------------------------------------------------------------
+
+
+def agent_apply_chunks(*, document: Document, markers: Sequence[str]) -> list[Span]:
+    """Cut the document at the markers and keep the chunks for ``agent_apply_tree``.
+
+    Raises ``MarkerNotFoundError`` (it names the marker and the offset searched from) or
+    ``AgentInputError``. Replaces chunks from an earlier run and drops the tree built over them:
+    its chunk indexes refer to the old chunks. The saved node tree keeps serving queries until
+    ``agent_apply_tree`` replaces it.
+    """
+    if not markers:
+        raise AgentInputError("There are no markers; give the opening words of at least one chunk.")
+    text = document.content
+    spans = chunk_spans(text, locate_markers(text, markers))
+    with transaction.atomic():
+        locked = Document.objects.select_for_update().get(pk=document.pk)
+        metadata = dict(locked.metadata or {})
+        metadata[METADATA_KEY] = {
+            "chunks": [[start, end] for start, end in spans],
+            "markers": len(markers),
+            "content_hash": locked.content_hash,
+            "chunked": timezone.now().isoformat(),
+        }
+        Document.objects.filter(pk=document.pk).update(metadata=metadata)
+    document.metadata = metadata
+    return spans
+
+
+def agent_chunks(document: Document) -> list[Span] | None:
+    """The chunks stored by ``agent_apply_chunks``; None when there are none (or they are stale)."""
+    state = (document.metadata or {}).get(METADATA_KEY)
+    if not isinstance(state, dict) or state.get("content_hash") != document.content_hash:
+        return None
+    raw = state.get("chunks")
+    if not isinstance(raw, list) or not raw:
+        return None
+    spans: list[Span] = []
+    for item in raw:
+        if not (isinstance(item, list) and len(item) == 2 and all(isinstance(n, int) for n in item)):
+            return None
+        spans.append((item[0], item[1]))
+    # Metadata is editable in the admin: trust it only if it still partitions the text.
+    cursor = 0
+    for start, end in spans:
+        if start != cursor or end < start:
+            return None
+        cursor = end
+    return spans if cursor == len(document.content) else None
+
+
+def chunk_listing(document: Document, spans: Sequence[Span]) -> list[dict[str, Any]]:
+    """What the agent sees of each chunk: index, offsets, tokens and its opening words."""
+    listing = []
+    for index, (start, end) in enumerate(spans):
+        piece = document.content[start:end]
+        words = piece.split()
+        opening = " ".join(words[:OPENING_WORDS]) + (" \u2026" if len(words) > OPENING_WORDS else "")
+        listing.append(
+            {
+                "index": index,
+                "start_char": start,
+                "end_char": end,
+                "tokens": count_tokens(piece),
+                "opening": opening,
+            }
+        )
+    return listing
+
+
+# -- step 3: tree ---------------------------------------------------------------------------------
+
+
+def agent_apply_tree(*, document: Document, data: object, embedder: Embedder | None = None) -> IngestionJob:
+    """Validate the agent's tree (object or JSON text) over the stored chunks and save it.
+
+    Synchronous: the nodes are embedded with the configured embedder and the document's tree is
+    replaced in one transaction (``document_index``), so running it again replaces, never appends.
+    Raises ``AgentInputError`` (no chunks yet), ``TreeValidationError`` (what is wrong with the
+    tree) or the embedder's error; a failure is recorded on the job and the old tree stays.
+    """
+    chunks = agent_chunks(document)
+    if chunks is None:
+        raise AgentInputError(
+            f"Document {document.pk} has no chunks yet. Run `openfable apply-chunks {document.pk} FILE` "
+            "first, then build the tree over the chunk indexes it prints."
+        )
+    tree = tree_from_json(data, text=document.content, chunks=chunks)
+    job = _claimed_agent_job(document)
+    try:
+        document_index(job=job, embedder=embedder, tree=tree)
+    except Exception as error:
+        job_fail(job=job, error=f"{type(error).__name__}: {error}")
+        raise
+    _remember_tree(document, tree_json=_tree_json_or_none(tree, chunks))
+    job.refresh_from_db()
+    document.refresh_from_db()
+    return job
+
+
+def _claimed_agent_job(document: Document) -> IngestionJob:
+    with transaction.atomic():
+        # Reuse the job `plan` queued (nothing runs it): one job per apply-tree, none left dangling.
+        # claim_job takes the newest unfinished job, so ours must be the newest one.
+        pending = (
+            IngestionJob.objects.select_for_update()
+            .filter(document=document, status__in=[IngestionJob.Status.QUEUED, IngestionJob.Status.RUNNING])
+            .order_by("-created", "-id")
+            .first()
+        )
+        if (
+            pending is None
+            or pending.status != IngestionJob.Status.QUEUED
+            or pending.builder_requested != Document.Builder.AGENT
+        ):
+            pending = IngestionJob.objects.create(
+                document=document, builder_requested=Document.Builder.AGENT, reindex=document.nodes.exists()
+            )
+    job = claim_job(document_id=document.pk)
+    if job is None or job.pk != pending.pk:
+        # Another ingestion of this document was started at the same moment; do not race it.
+        raise AgentInputError(
+            f"Another ingestion of document {document.pk} started meanwhile; wait for it and run "
+            "apply-tree again."
+        )
+    return job
+
+
+def _tree_json_or_none(tree: Any, chunks: Sequence[Span]) -> dict[str, Any] | None:
+    try:
+        return tree_to_json(tree, chunks)
+    except ValueError:
+        # The depth cap can leave chunks after a subsection, which the JSON shape cannot say.
+        return None
+
+
+def _remember_tree(document: Document, *, tree_json: dict[str, Any] | None) -> None:
+    with transaction.atomic():
+        locked = Document.objects.select_for_update().get(pk=document.pk)
+        metadata = dict(locked.metadata or {})
+        state = dict(metadata.get(METADATA_KEY) or {})
+        state["tree"] = tree_json
+        state["tree_saved"] = timezone.now().isoformat()
+        metadata[METADATA_KEY] = state
+        Document.objects.filter(pk=document.pk).update(metadata=metadata)
+
+
+def tree_outline(document: Document) -> list[dict[str, Any]]:
+    """The saved sections (and their subsections) with titles, offsets and leaf counts."""
+    nodes: list[dict[str, Any]] = [
+        dict(values)
+        for values in Node.objects.filter(document=document)
+        .order_by("order")
+        .values("id", "parent_id", "kind", "title", "start_char", "end_char")
+    ]
+    children: dict[int | None, list[dict[str, Any]]] = {}
+    for node in nodes:
+        children.setdefault(node["parent_id"], []).append(node)
+
+    def leaf_count(node_id: int) -> int:
+        return sum(
+            1 if child["kind"] == Node.Kind.LEAF else leaf_count(child["id"])
+            for child in children.get(node_id, [])
+        )
+
+    def describe(node: dict[str, Any]) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "title": node["title"],
+            "start_char": node["start_char"],
+            "end_char": node["end_char"],
+            "leaves": leaf_count(node["id"]),
+        }
+        inner = [child for child in children.get(node["id"], []) if child["kind"] != Node.Kind.LEAF]
+        if inner:
+            entry["sections"] = [describe(child) for child in inner]
+        return entry
+
+    roots = children.get(None, [])
+    if not roots:
+        return []
+    return [describe(child) for child in children.get(roots[0]["id"], []) if child["kind"] != Node.Kind.LEAF]
+
+
+# -- what the agent is told -----------------------------------------------------------------------
+
+
+def plan_instructions(document_id: int) -> dict[str, Any]:
+    return {
+        "task": (
+            "Read the document yourself and split it into chunks at discourse boundaries (headings, "
+            f"numbered clauses, paragraphs, topic shifts), each one coherent unit of about "
+            f"{TARGET_CHUNK_WORDS} words (between {TARGET_CHUNK_WORDS // 2} and {TARGET_CHUNK_WORDS * 2}); "
+            "a heading starts the chunk it introduces."
+        ),
+        "marker": (
+            f"A marker is the opening words of one chunk ({MARKER_WORDS} words), copied exactly as they "
+            "appear: same spelling, capitalisation, punctuation and numbering; no paraphrase, no "
+            "ellipsis. Markers are searched forward in document order, each after the previous one, so "
+            "a phrase that repeats resolves to its next occurrence. The text before the first marker "
+            "is chunk 0; a marker at the very start of the text simply starts chunk 0."
+        ),
+        "markers_file": (
+            'Either JSON {"markers": ["opening words of chunk", ...]} matching markers_schema, or plain '
+            "text with one marker per line. Use - instead of a file name to pass it on standard input."
+        ),
+        "markers_schema": MARKERS_JSON_SCHEMA,
+        "next": f"openfable apply-chunks {document_id} markers.json",
+    }
+
+
+def tree_instructions(document_id: int, chunk_count: int) -> dict[str, Any]:
+    return {
+        "task": (
+            "Build the document's table of contents as a tree over the chunk indexes above: sections "
+            'list their own chunks in "chunks" (the text before their first subsection) and their '
+            'subsections in "sections".'
+        ),
+        "rules": [
+            f"Every chunk index from 0 to {chunk_count - 1} appears exactly once, in increasing order "
+            "when the tree is read depth-first, so each section covers a contiguous run of chunks.",
+            "At most 3 levels of sections below the root; every section holds at least one chunk or "
+            "subsection; aim for 2 to 10 children per section and follow the document's own headings.",
+            "Titles are short table-of-contents entries (at most 10 words, keep heading numbers).",
+            "Summaries are 1-3 sentences describing everything beneath the node, naming its key terms. "
+            "The root's title and summary describe the whole document.",
+        ],
+        "tree_schema": TREE_JSON_SCHEMA,
+        "next": f"openfable apply-tree {document_id} tree.json",
+    }
