@@ -168,3 +168,56 @@ def _truncate_best(
         if cut is not None and cut.token_count <= budget:
             return dataclasses.replace(cut, truncated=True)
     return None
+
+
+def pack_exact(
+    candidates: Sequence[Candidate],
+    *,
+    budget: int,
+    text_of: Callable[[int], str],
+    count: Callable[[str], int],
+    cut: Callable[[str, int], str],
+    document_rank: Mapping[int, int] | None = None,
+    max_repacks: int = 6,
+) -> tuple[PackResult, dict[int, str]]:
+    """``pack`` on estimated token counts, re-packed until every chosen text is counted exactly.
+
+    Candidates' ``token_count`` may be estimates (stored counts: an internal node's sums its
+    children's, and tokenisation at the seams differs). Counting every candidate exactly would
+    tokenise each document once per tree level, so only what gets chosen is counted (``count``
+    on ``text_of(node id)``), and packing is redone while a chosen count was off. ``cut(text,
+    limit)`` shortens a text to ``limit`` tokens for the truncation fallback.
+    Returns the packing (chosen candidates carry exact counts) and the text of each chosen node.
+    """
+    exact: dict[int, int] = {}
+    cut_texts: dict[int, str] = {}
+
+    def truncate(candidate: Candidate, limit: int) -> Candidate | None:
+        text = cut(text_of(candidate.node.id), limit)
+        if not text.strip():
+            return None
+        cut_texts[candidate.node.id] = text
+        return dataclasses.replace(candidate, token_count=count(text))
+
+    current = list(candidates)
+    result = pack(current, budget=budget, truncate=truncate, document_rank=document_rank)
+    for _ in range(max_repacks):
+        if result.truncated:
+            break  # the cut text was counted exactly by truncate()
+        fresh = [c for c in result.chosen if c.node.id not in exact]
+        for candidate in fresh:
+            exact[candidate.node.id] = count(text_of(candidate.node.id))
+        if all(exact[c.node.id] == c.token_count for c in fresh):
+            break
+        current = [dataclasses.replace(c, token_count=exact.get(c.node.id, c.token_count)) for c in current]
+        result = pack(current, budget=budget, truncate=truncate, document_rank=document_rank)
+    texts = {c.node.id: cut_texts[c.node.id] if c.truncated else text_of(c.node.id) for c in result.chosen}
+    chosen = [dataclasses.replace(c, token_count=count(texts[c.node.id])) for c in result.chosen]
+    # Counts still moving after the last re-pack (pathological estimates): the budget is a hard
+    # limit, so drop the lowest-priority chunks until the rest fits.
+    while chosen and sum(c.token_count for c in chosen) > budget:
+        chosen.remove(min(chosen, key=lambda c: (c.from_llm, c.score)))
+    result = dataclasses.replace(
+        result, chosen=tuple(chosen), total_tokens=sum(c.token_count for c in chosen)
+    )
+    return result, {c.node.id: texts[c.node.id] for c in chosen}

@@ -1,0 +1,273 @@
+"""The vector side of retrieval: nearest nodes through HNSW, and exact node similarities.
+
+Document level (``nearest_nodes``): the top-K nodes by cosine similarity, then the best score per
+document (``document_scores``). pgvector 0.6 has no iterative index scan: an HNSW scan returns at
+most ``hnsw.ef_search`` rows and a WHERE clause filters *after* it, so a selective filter can
+starve the result. Hence:
+
+- no filter: the HNSW index, ``ef_search`` = 4·K (at least 40, at most pgvector's 1000);
+- a filter over few nodes (<= ``EXACT_SCAN_MAX_NODES``): an exact scan restricted to those
+  documents (through the ``document`` b-tree index, cheap at that size, and never starved);
+- a filter over many nodes: HNSW over-fetching ``EF_SEARCH_MAX`` candidates, then filtered.
+
+An index scan that still comes back with fewer than K rows while more exist (a filter, or a beam
+spent on dead tuples of replaced nodes not yet vacuumed) is widened once, then replaced by the
+exact scan: a short answer is never returned silently.
+
+Node level (``nodes_with_similarity``): every node of the selected documents with its exact
+similarity, in one query: TreeExpansion must see the whole tree, not what the index returned.
+
+Similarity is ``1 - cosine distance``; embeddings are L2-normalised, so it is the cosine itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.db import connection, transaction
+from django.db.models import FloatField, Value
+from django.db.models.functions import Coalesce
+from pgvector.django import CosineDistance
+
+from documents.models import Node
+from retrieval.outline import OutlineNode
+
+EF_SEARCH_MIN = 40  # pgvector's default: never search a thinner beam than the stock setting
+EF_SEARCH_MAX = 1000  # pgvector's upper bound for hnsw.ef_search
+# Below this many nodes in the filtered scope, an exact scan is cheaper than worrying about
+# recall: ~20k dot products of 384 floats take a few milliseconds in PostgreSQL.
+EXACT_SCAN_MAX_NODES = 20_000
+
+HNSW = "hnsw"
+HNSW_FILTERED = "hnsw_filtered"
+EXACT = "exact"
+EXACT_FALLBACK = "exact_fallback"  # the filtered HNSW scan came back short
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHit:
+    node_id: int
+    document_id: int
+    similarity: float
+
+
+@dataclass(frozen=True, slots=True)
+class VectorSearch:
+    hits: tuple[NodeHit, ...]  # best first; ties by node id, so runs are reproducible
+    strategy: str  # HNSW, HNSW_FILTERED, EXACT or EXACT_FALLBACK
+    ef_search: int | None  # the beam width the index scan used, when it did
+    fetched: int  # rows the database returned before the cut to K
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentVectorScore:
+    document_id: int
+    score: float  # the best similarity of any of its nodes among the hits
+    hits: int  # how many of the top-K nodes are in this document
+    best_node_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    """A node of a selected document with its exact similarity to the query."""
+
+    id: int
+    document_id: int
+    parent_id: int | None
+    depth: int
+    kind: str
+    order: int
+    start_char: int
+    end_char: int
+    token_count: int
+    title: str
+    summary: str
+    toc_path: str
+    similarity: float  # 0.0 for a node without an embedding
+
+    def outline_node(self) -> OutlineNode:
+        return OutlineNode(
+            id=self.id,
+            document_id=self.document_id,
+            parent_id=self.parent_id,
+            depth=self.depth,
+            kind=self.kind,
+            order=self.order,
+            start_char=self.start_char,
+            end_char=self.end_char,
+            token_count=self.token_count,
+            similarity=self.similarity,
+        )
+
+
+def vector_literal(vector: np.ndarray | Sequence[float]) -> str:
+    """pgvector's text form ``[x,y,...]``, for raw SQL with a ``%s::vector`` parameter."""
+    return "[" + ",".join(repr(float(x)) for x in np.asarray(vector, dtype=np.float32).tolist()) + "]"
+
+
+def ef_search_for(top_k: int) -> int:
+    return min(EF_SEARCH_MAX, max(EF_SEARCH_MIN, top_k * 4))
+
+
+def hnsw_sql(*, filtered: bool) -> str:
+    """The index scan. ORDER BY the bare ``<=>`` operator is what lets the planner use HNSW."""
+    table = connection.ops.quote_name(Node._meta.db_table)
+    where = "WHERE document_id = ANY(%s) " if filtered else ""
+    return (
+        f"SELECT id, document_id, 1 - (embedding <=> %s::vector) AS similarity FROM {table} "
+        f"{where}ORDER BY embedding <=> %s::vector LIMIT %s"
+    )
+
+
+def hnsw_params(query: str, *, limit: int, document_ids: Sequence[int] | None = None) -> list[Any]:
+    if document_ids is None:
+        return [query, query, limit]
+    return [query, list(document_ids), query, limit]
+
+
+def exact_sql(*, filtered: bool = True) -> str:
+    """Exact top-K (within some documents): ordering by the similarity expression, not the bare
+    operator, keeps the planner off the HNSW index, so nothing can starve the scan."""
+    table = connection.ops.quote_name(Node._meta.db_table)
+    where = "document_id = ANY(%s) AND " if filtered else ""
+    return (
+        f"SELECT id, document_id, 1 - (embedding <=> %s::vector) AS similarity FROM {table} "
+        f"WHERE {where}embedding IS NOT NULL ORDER BY similarity DESC, id LIMIT %s"
+    )
+
+
+def nearest_nodes(
+    *, query_vector: np.ndarray, top_k: int, document_ids: Sequence[int] | None = None
+) -> VectorSearch:
+    """The ``top_k`` nodes nearest the query, optionally within some documents."""
+    if document_ids is not None and not document_ids:
+        return VectorSearch(hits=(), strategy=EXACT, ef_search=None, fetched=0)
+    query = vector_literal(query_vector)
+    ids = None if document_ids is None else sorted(set(document_ids))
+    in_scope: int | None = None
+    if ids is not None:
+        in_scope = _embedded_node_count(ids)
+        if in_scope <= EXACT_SCAN_MAX_NODES:
+            return _search(_fetch(exact_sql(), [query, ids, top_k]), top_k, EXACT, None)
+
+    # Unfiltered: a beam of 4·K. Filtered: the filter applies to what the index returns, so
+    # over-fetch the widest beam pgvector allows (such a scope is a sizeable share of the corpus).
+    ef_search = ef_search_for(top_k) if ids is None else EF_SEARCH_MAX
+    sql = hnsw_sql(filtered=ids is not None)
+    strategy = HNSW if ids is None else HNSW_FILTERED
+    # The beam (ef_search) is the over-fetch: the index yields up to that many candidates, the
+    # filter drops some, LIMIT stops at K.
+    params = hnsw_params(query, limit=top_k, document_ids=ids)
+    rows = _index_scan(sql, params, ef_search)
+    if len(rows) >= top_k:
+        return _search(rows, top_k, strategy, ef_search)
+    # Short. Often there is simply no more (a small corpus); otherwise the beam was spent on rows
+    # the filter dropped, or on dead tuples (replaced nodes the index keeps until VACUUM).
+    available = in_scope if in_scope is not None else _embedded_node_count(None)
+    if len(rows) >= available:
+        return _search(rows, top_k, strategy, ef_search)
+    if ef_search < EF_SEARCH_MAX:
+        ef_search = EF_SEARCH_MAX
+        rows = _index_scan(sql, params, ef_search)
+        if len(rows) >= min(top_k, available):
+            return _search(rows, top_k, strategy, ef_search)
+    exact_params = [query, top_k] if ids is None else [query, ids, top_k]
+    return _search(_fetch(exact_sql(filtered=ids is not None), exact_params), top_k, EXACT_FALLBACK, None)
+
+
+def document_scores(hits: Sequence[NodeHit]) -> dict[int, DocumentVectorScore]:
+    """Best similarity per document (FABLE's "max score per document"), with its hit count.
+
+    No bonus for several hits yet: it would favour long documents, and whether it helps is for
+    the benchmarks to show. ``hits`` is reported so the effect can be measured.
+    """
+    best: dict[int, NodeHit] = {}
+    counts: dict[int, int] = {}
+    for hit in hits:
+        counts[hit.document_id] = counts.get(hit.document_id, 0) + 1
+        current = best.get(hit.document_id)
+        if current is None or (hit.similarity, -hit.node_id) > (current.similarity, -current.node_id):
+            best[hit.document_id] = hit
+    return {
+        document_id: DocumentVectorScore(
+            document_id=document_id,
+            score=hit.similarity,
+            hits=counts[document_id],
+            best_node_id=hit.node_id,
+        )
+        for document_id, hit in best.items()
+    }
+
+
+def nodes_with_similarity(*, document_ids: Sequence[int], query_vector: np.ndarray) -> list[NodeRow]:
+    """Every node of these documents with its exact similarity to the query: one query, no N+1.
+
+    The leaf text (``content``) stays in the database: chunk text is sliced from the document.
+    """
+    similarity = Coalesce(
+        Value(1.0) - CosineDistance("embedding", query_vector),
+        Value(0.0),
+        output_field=FloatField(),
+    )
+    rows = (
+        Node.objects.filter(document_id__in=list(document_ids))
+        .annotate(similarity=similarity)
+        .order_by("document_id", "order")
+        .values_list(
+            "id",
+            "document_id",
+            "parent_id",
+            "depth",
+            "kind",
+            "order",
+            "start_char",
+            "end_char",
+            "token_count",
+            "title",
+            "summary",
+            "toc_path",
+            "similarity",
+        )
+    )
+    return [NodeRow(*row) for row in rows]
+
+
+def _embedded_node_count(document_ids: list[int] | None) -> int:
+    table = connection.ops.quote_name(Node._meta.db_table)
+    where = "document_id = ANY(%s) AND " if document_ids is not None else ""
+    params = [document_ids] if document_ids is not None else []
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {table} WHERE {where}embedding IS NOT NULL", params)
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def _index_scan(sql: str, params: list[Any], ef_search: int) -> list[tuple[int, int, float | None]]:
+    # SET LOCAL needs a transaction and lasts only until it ends: the wider beam does not leak to
+    # other queries on this connection. set_config() takes a bound parameter; SET does not.
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search)])
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+def _fetch(sql: str, params: list[Any]) -> list[tuple[int, int, float | None]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+def _search(
+    rows: list[tuple[int, int, float | None]], top_k: int, strategy: str, ef_search: int | None
+) -> VectorSearch:
+    hits = [
+        NodeHit(node_id=int(node_id), document_id=int(document_id), similarity=float(similarity))
+        for node_id, document_id, similarity in rows
+        if similarity is not None  # a node without an embedding has no distance
+    ]
+    # The index returns distance order only; the id tie-break makes equal scores reproducible.
+    hits.sort(key=lambda hit: (-hit.similarity, hit.node_id))
+    return VectorSearch(hits=tuple(hits[:top_k]), strategy=strategy, ef_search=ef_search, fetched=len(rows))
