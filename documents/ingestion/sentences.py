@@ -1,11 +1,12 @@
 """Sentence and paragraph spans (character offsets) for chunking, without a model.
 
-A careful regex splitter instead of pysbd: pysbd takes seconds on a 100K-character contract, and
-its boundaries are what the evaluation uses to split gold references, so this splitter is built to
-cut *only* where pysbd would too (at every line break, and after sentence-final punctuation that
-is followed by something that can start a sentence), and to cut less where in doubt
-(abbreviations, initials, list markers). Cutting less never splits a gold sentence; it only makes
-a unit longer.
+A careful regex splitter instead of pysbd, which is ~300x slower (measured here: 50 CUAD contracts
+in 0.08 s against 24 s). pysbd's boundaries are what the evaluation splits gold references with,
+so this splitter cuts *only* where pysbd would too (at every line break, and after sentence-final
+punctuation followed by something that can start a sentence) and cuts less where in doubt
+(abbreviations, initials, list and clause numbers, closing quotes). Cutting less never splits a
+gold sentence; it only makes a unit longer. On the 108 DragonBall documents each of its 11K
+boundaries is also one of pysbd's; on the 50 contracts all but 12 of 14K are (pysbd quirks).
 
 Every line break is a boundary (pysbd with ``clean=False`` does the same), but each boundary
 carries a *strength* so the chunker can tell a paragraph end from a PDF line wrapped in
@@ -16,6 +17,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+
+def _words(text: str) -> frozenset[str]:
+    """A word list written as one string, the way it reads."""
+    return frozenset(text.split())
+
 
 # Boundary strengths, weakest first.
 BREAK_WRAP = 0  # a line break inside a sentence (PDF extraction); keep together when possible
@@ -30,115 +37,17 @@ _WRAP_LINE_END = frozenset(",(-\u2013\u2014/&")
 # A line at least this long that stops without punctuation is a paragraph wrapped by PDF
 # extraction (CUAD), not a heading or a form field, which are short.
 _WRAPPED_LINE_MIN_CHARS = 100
-_CONNECTIVES = frozenset(
-    [
-        "and",
-        "or",
-        "of",
-        "the",
-        "to",
-        "a",
-        "an",
-        "in",
-        "for",
-        "with",
-        "by",
-        "on",
-        "at",
-        "as",
-        "that",
-        "which",
-        "under",
-        "this",
-        "its",
-        "their",
-        "such",
-        "any",
-        "all",
-        "be",
-        "is",
-        "are",
-        "shall",
-        "may",
-        "will",
-        "from",
-        "than",
-    ]
+_CONNECTIVES = _words(
+    "and or of the to a an in for with by on at as that which under this its their such any all "
+    "be is are shall may will from than"
 )
 # Words that end with a period without ending the sentence before a capital ("Mr. Smith",
 # "No. 5", "Art. 12"). Company suffixes (Inc., Ltd., Co.) are deliberately absent: pysbd splits
 # after them and they usually do end a sentence when a capital follows.
-_ABBREVIATIONS = frozenset(
-    [
-        "mr",
-        "mrs",
-        "ms",
-        "dr",
-        "prof",
-        "sr",
-        "jr",
-        "st",
-        "mt",
-        "ft",
-        "gen",
-        "col",
-        "lt",
-        "sgt",
-        "capt",
-        "rev",
-        "hon",
-        "sen",
-        "rep",
-        "gov",
-        "pres",
-        "supt",
-        "messrs",
-        "no",
-        "nos",
-        "art",
-        "arts",
-        "sec",
-        "secs",
-        "para",
-        "paras",
-        "cl",
-        "fig",
-        "figs",
-        "vol",
-        "vols",
-        "ch",
-        "chap",
-        "pt",
-        "pp",
-        "p",
-        "ed",
-        "eds",
-        "op",
-        "cit",
-        "ibid",
-        "approx",
-        "est",
-        "dept",
-        "univ",
-        "assn",
-        "bros",
-        "vs",
-        "v",
-        "cf",
-        "al",
-        "jan",
-        "feb",
-        "mar",
-        "apr",
-        "jun",
-        "jul",
-        "aug",
-        "sep",
-        "sept",
-        "oct",
-        "nov",
-        "dec",
-    ]
+_ABBREVIATIONS = _words(
+    "mr mrs ms dr prof sr jr st mt ft gen col lt sgt capt rev hon sen rep gov pres supt messrs no "
+    "nos art arts sec secs para paras cl fig figs vol vols ch chap pt pp p ed eds op cit ibid "
+    "approx est dept univ assn bros vs v cf al jan feb mar apr jun jul aug sep sept oct nov dec"
 )
 _DOTTED_ABBREVIATION = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]?$")  # U.S, e.g, i.e, p.m, N.A.
 # A bare list or heading marker at the start of a sentence: "4." / "2.3." / "IV." / "a." /
@@ -150,10 +59,10 @@ _LEADING_MARKER = re.compile(
 )
 _SENTENCE_OPENERS = frozenset("\"'\u201c\u2018([")
 _CLOSING_QUOTES = "\"'\u201d\u2019"
-_COMPANY_SUFFIXES = frozenset(
-    ["inc", "ltd", "co", "corp", "llc", "plc", "bv", "nv", "ag", "sa", "gmbh", "etc"]
-)
-_NUMBER = re.compile(r"^\d+(?:[.,]\d+)*\)?$")
+_COMPANY_SUFFIXES = _words("inc ltd co corp llc plc bv nv ag sa gmbh etc esq")
+# Small numbers may be list or clause numbers ("Appendix 1. For", "... 3. Hosting"); a year or an
+# amount ("in 2004. The") ends a sentence like any word.
+_NUMBER = re.compile(r"^\d{1,3}(?:\.\d{1,3})*\)?$")
 _OPENERS = "([\"'\u201c\u2018*_"
 
 
@@ -253,6 +162,7 @@ def _ends_sentence(text: str, sentence_start: int, match: re.Match[str]) -> bool
 
 
 def _line_break_strength(text: str, previous: tuple[int, int], current: tuple[int, int]) -> int:
+    """How strongly the break between two lines separates them (see the BREAK_* constants)."""
     gap = text[previous[1] : current[0]]
     blank_line = (gap.count("\n") or gap.count("\r")) > 1
     last_char = text[previous[1] - 1]

