@@ -6,9 +6,13 @@
 2. Routing. The *selected* documents are those whose fused score is at least
    ``SELECTION_RATIO`` x the best one (at most ``MAX_SELECTED_DOCUMENTS``, in fused order). If
    they fit the budget together they are returned whole; otherwise the node level runs on them.
-3. Node level. LLMnavigate picks subtree roots from their outline; TreeExpansion scores every
-   node of them from exact similarities. Fused; LLM-chosen nodes are packed first, then by score,
-   without ancestor/descendant overlap; the chosen text comes back in document order.
+3. Node level (``node_level``). LLMnavigate picks subtree roots from their outline;
+   TreeExpansion scores every node of them from exact similarities. Fused; LLM-chosen nodes are
+   packed first, then by score, without ancestor/descendant overlap; the chosen text comes back
+   in document order.
+
+The corpus a query searches (collection, documents, tags, what the user may read) is resolved
+and validated by ``scope.resolve_scope``.
 
 Modes: "vector" never calls an LLM; "llm" uses the LLM paths alone (vectors only shortlist
 documents for LLMselect); "bipath" (the default with an LLM) uses both. An LLM failure never
@@ -18,25 +22,22 @@ fails a query: the vector paths carry it and the result says why.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from django.conf import settings
-from django.db.models import F, Func, OuterRef, Q, QuerySet, Subquery
+from django.db.models import OuterRef, Subquery
 
-from documents.models import Collection, Document, Node
+from documents.models import Document, Node
 from documents.selectors import corpus_version
 from openfable.embeddings import get_embedder
 from openfable.llm import LLMClient, llm_configured
-from openfable.tokens import count_tokens, truncate_to_tokens
+from openfable.tokens import count_tokens
 from retrieval import cache
-from retrieval.expansion import ExpansionWeights, NodeScore, tree_expansion
 from retrieval.fusion import Fused, fuse
-from retrieval.packing import Candidate, pack_exact
+from retrieval.node_level import node_level_chunks
 from retrieval.paths import llm as llm_paths
 from retrieval.paths import vector as vector_paths
 from retrieval.result import (
@@ -54,6 +55,7 @@ from retrieval.result import (
     RetrievalInputError,
     RetrievalResult,
 )
+from retrieval.scope import Scope, resolve_scope
 
 __all__ = ["RetrievalInputError", "RetrievalResult", "retrieve", "select_documents"]
 
@@ -63,7 +65,6 @@ SELECTION_RATIO = 0.5  # routed documents: fused score >= this share of the best
 MAX_SELECTED_DOCUMENTS = 10
 # Equal weights: neither path is known to be better; the benchmarks will say otherwise.
 DOCUMENT_PATH_WEIGHTS = {VECTOR: 1.0, LLM_SELECT: 1.0}
-NODE_PATH_WEIGHTS = {LLM_NAVIGATE: 1.0, TREE_EXPANSION: 1.0}
 
 
 def retrieve(
@@ -88,7 +89,7 @@ def retrieve(
     query = _clean_query(query)
     budget = _check_budget(token_budget)
     mode = _resolve_mode(mode)
-    scope = _resolve_scope(collection=collection, documents=documents, tags=tags, user=user)
+    scope = resolve_scope(collection=collection, documents=documents, tags=tags, user=user)
     version = corpus_version()
     uses_llm = mode != "vector" and llm_configured()
     key = cache.cache_key(
@@ -166,110 +167,6 @@ def _resolve_mode(mode: str | None) -> str:
     return mode
 
 
-@dataclass(frozen=True)
-class _Scope:
-    document_ids: list[int] | None  # None: the whole corpus
-    filters: dict[str, Any]  # normalised, echoed in the result and part of the cache key
-    visibility: str  # "all", "public" or "user:<id>"
-
-
-def _visible_collections(user: Any) -> tuple[QuerySet[Collection] | None, str]:
-    """Collections a user may read: shared ones (no owner), their own, those they belong to.
-    No user (trusted internal callers) and superusers see everything."""
-    if user is None or getattr(user, "is_superuser", False):
-        return None, "all"
-    if not getattr(user, "is_authenticated", False):
-        return Collection.objects.filter(owner__isnull=True), "public"
-    readable = Q(owner__isnull=True) | Q(owner=user) | Q(members=user)
-    return Collection.objects.filter(readable).distinct(), f"user:{user.pk}"
-
-
-def _resolve_scope(
-    *, collection: str | int | None, documents: Sequence[int] | None, tags: Sequence[str] | None, user: Any
-) -> _Scope:
-    collections, visibility = _visible_collections(user)
-    visible = (
-        Document.objects.all() if collections is None else Document.objects.filter(collection__in=collections)
-    )
-    selected = visible
-    filters: dict[str, Any] = {}
-    if collection is not None and collection != "":
-        found = _find_collection(collection, collections)
-        selected = selected.filter(collection=found)
-        filters["collection"] = found.slug
-    if isinstance(documents, str | int):
-        documents = [documents]  # one id given bare
-    if isinstance(tags, str):
-        tags = [tags]  # one tag given bare, not a sequence of characters
-    if documents:
-        ids = sorted({_document_id(value) for value in documents})
-        existing = set(visible.filter(pk__in=ids).values_list("pk", flat=True))
-        missing = [str(pk) for pk in ids if pk not in existing]
-        if missing:
-            raise RetrievalInputError(
-                f"No document with id {', '.join(missing)}. Use the ids of existing documents "
-                "(see the document list), or leave the documents filter out."
-            )
-        selected = selected.filter(pk__in=ids)
-        filters["documents"] = ids
-    if tags:
-        wanted = sorted({str(tag).strip() for tag in tags if str(tag).strip()})
-        known = set(
-            visible.filter(tags__overlap=wanted)
-            .annotate(tag=Func(F("tags"), function="unnest"))
-            .values_list("tag", flat=True)
-        )
-        unknown = [tag for tag in wanted if tag not in known]
-        if unknown:
-            raise RetrievalInputError(
-                f"No document has the tag {', '.join(repr(tag) for tag in unknown)}. "
-                "Check the spelling (tags are case-sensitive) or leave the tag filter out."
-            )
-        if wanted:
-            selected = selected.filter(tags__contains=wanted)
-            filters["tags"] = wanted
-    if not filters and collections is None:
-        return _Scope(document_ids=None, filters={}, visibility=visibility)
-    ids = list(selected.order_by("pk").values_list("pk", flat=True))
-    if not ids and filters:
-        described = "; ".join(f"{name}: {value}" for name, value in filters.items())
-        raise RetrievalInputError(
-            f"No document matches all the filters together ({described}). Loosen one of them."
-        )
-    return _Scope(document_ids=ids, filters=filters, visibility=visibility)
-
-
-def _find_collection(value: str | int, readable: QuerySet[Collection] | None) -> Collection:
-    pool = Collection.objects.all() if readable is None else readable
-    found: Collection | None = None
-    if isinstance(value, str):
-        found = pool.filter(slug=value.strip()).first()
-    if found is None and (pk := _as_id(value)) is not None:
-        found = pool.filter(pk=pk).first()
-    if found is None:
-        raise RetrievalInputError(
-            f"There is no collection {value!r}. Use the slug or id of an existing collection "
-            "(see the collection list), or leave the collection filter out."
-        )
-    return found
-
-
-def _document_id(value: object) -> int:
-    number = _as_id(value)
-    if number is None:
-        raise RetrievalInputError(f"Document ids are positive whole numbers; {value!r} is not one.")
-    return number
-
-
-def _as_id(value: object) -> int | None:
-    """A primary key, or None; out-of-range numbers would make PostgreSQL raise, not match."""
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
-        return value
-    return None
-
-
 # -- the run ---------------------------------------------------------------------------------------
 
 
@@ -285,7 +182,7 @@ class _Run:
     query: str
     budget: int
     mode: str
-    scope: _Scope
+    scope: Scope
     uses_llm: bool
     started: float
     timings: dict[str, float] = field(default_factory=dict)
@@ -297,7 +194,7 @@ class _Run:
 
     def execute(self, version: int) -> RetrievalResult:
         self.lap = self.started
-        self._time("validate")
+        self.end_stage("validate")
         if self.mode == "vector" or not self.uses_llm:
             # Without an LLM, "vector" is also the default mode: name the cause, not the symptom.
             reason = "vector mode" if llm_configured() else "no LLM configured (set OPENFABLE_LLM_MODEL)"
@@ -306,7 +203,7 @@ class _Run:
             if self.mode == "llm":
                 self.notes.append("llm mode without a configured LLM: the vector paths answered instead.")
         vector = get_embedder().embed_query(self.query)
-        self._time("embed")
+        self.end_stage("embed")
         top_k = settings.RETRIEVAL_TOP_K
         search = vector_paths.nearest_nodes(
             query_vector=vector, top_k=top_k, document_ids=self.scope.document_ids
@@ -314,10 +211,10 @@ class _Run:
         vector_scores = vector_paths.document_scores(search.hits)
         detail = {"strategy": search.strategy, "ef_search": search.ef_search, "top_k": top_k}
         self.paths[VECTOR] = PathReport(VECTOR, ran=True, candidates=len(vector_scores), detail=detail)
-        self._time("vector")
+        self.end_stage("vector")
 
         info = self._document_info(vector_scores)
-        self._time("document_info")
+        self.end_stage("document_info")
         llm_scores = (
             self._llm_select(vector_scores, info) if self.uses_llm and self.mode != "vector" else None
         )
@@ -333,7 +230,7 @@ class _Run:
         fused = [item for item in fused if item.key in info]  # a document deleted meanwhile
         ranks = {item.key: rank for rank, item in enumerate(fused)}
         selected = select_documents(fused)
-        self._time("fusion")
+        self.end_stage("fusion")
 
         chunks: list[Chunk] = []
         routing = "nodes"
@@ -345,7 +242,8 @@ class _Run:
             chunks = self._whole_documents(selected, fused, ranks, info)
             routing = "documents" if chunks else "nodes"
         if routing == "nodes" and selected:
-            chunks = self._node_level(selected, vector, ranks, info)
+            titles = {pk: document.title for pk, document in info.items()}
+            chunks = node_level_chunks(self, selected=selected, vector=vector, ranks=ranks, titles=titles)
         else:
             why = (
                 "not needed: the selected documents fit the budget whole" if selected else "no document found"
@@ -353,7 +251,7 @@ class _Run:
             for name in (LLM_NAVIGATE, TREE_EXPANSION):
                 self.paths.setdefault(name, PathReport(name, ran=False, reason=why))
         self.lap = self.started
-        self._time("total")
+        self.end_stage("total")
 
         hits = tuple(
             DocumentHit(
@@ -416,8 +314,8 @@ class _Run:
             max_depth=settings.RETRIEVAL_LLMSELECT_DEPTH,
             max_tokens=settings.RETRIEVAL_LLM_PROMPT_TOKENS,
         )
-        self._time("llm_select")
-        scores = self._record_llm(LLM_SELECT, outcome, outline)
+        self.end_stage("llm_select")
+        scores = self.record_llm(LLM_SELECT, outcome, outline)
         if scores is None and self.mode == "llm":
             self.notes.append("llm mode: LLMselect failed, so the vector paths answered instead.")
         return scores
@@ -448,90 +346,18 @@ class _Run:
                     found_by=item.paths,
                 )
             )
-        self._time("documents")
+        self.end_stage("documents")
         # Document.token_count was written at upload; the budget is enforced on the text itself.
         if sum(chunk.token_count for chunk in chunks) > self.budget:
             self.notes.append("Stored document sizes were stale: the node level ran instead.")
             return []
         return chunks
 
-    def _node_level(
-        self, selected: list[int], vector: np.ndarray, ranks: dict[int, int], info: dict[int, _DocumentInfo]
-    ) -> list[Chunk]:
-        rows = {
-            row.id: row
-            for row in vector_paths.nodes_with_similarity(document_ids=selected, query_vector=vector)
-        }
-        contents = dict(Document.objects.filter(pk__in=selected).values_list("pk", "content"))
-        nodes = {node_id: row.outline_node() for node_id, row in rows.items()}
-        self._time("fetch_nodes")
-
-        node_paths: dict[str, dict[int, float]] = {}
-        if LLM_NAVIGATE not in self.paths and not self.llm_down:
-            outcome, outline = llm_paths.llm_navigate(
-                LLMClient.from_settings(),
-                query=self.query,
-                documents=[(pk, info[pk].title) for pk in selected],
-                rows=list(rows.values()),
-                contents=contents,
-                max_tokens=settings.RETRIEVAL_LLM_PROMPT_TOKENS,
-                token_budget=self.budget,
-            )
-            self._time("llm_navigate")
-            if (navigate := self._record_llm(LLM_NAVIGATE, outcome, outline)) is not None:
-                node_paths[LLM_NAVIGATE] = navigate
-        elif self.llm_down:
-            reason = f"not tried: the LLM failed earlier in this query ({self.llm_down})"
-            self.paths[LLM_NAVIGATE] = PathReport(LLM_NAVIGATE, ran=False, reason=reason)
-        expansion: dict[int, NodeScore] = {}
-        if self.mode == "llm" and LLM_NAVIGATE in node_paths:
-            reason = "llm mode: the LLM paths alone"
-            self.paths[TREE_EXPANSION] = PathReport(TREE_EXPANSION, ran=False, reason=reason)
-        else:
-            weights = ExpansionWeights(
-                settings.RETRIEVAL_ALPHA,
-                settings.RETRIEVAL_BETA,
-                settings.RETRIEVAL_GAMMA,
-                settings.RETRIEVAL_DECAY,
-            )
-            expansion = tree_expansion(nodes.values(), weights=weights)
-            node_paths[TREE_EXPANSION] = {node_id: score.total for node_id, score in expansion.items()}
-            self.paths[TREE_EXPANSION] = PathReport(TREE_EXPANSION, ran=True, candidates=len(expansion))
-            self._time("tree_expansion")
-
-        node_fused = fuse(node_paths, {name: NODE_PATH_WEIGHTS[name] for name in node_paths})
-        candidates = [
-            Candidate(
-                node=nodes[item.key],
-                score=item.score,
-                token_count=_estimated_tokens(rows[item.key]),
-                from_llm=LLM_NAVIGATE in item.paths,
-                path_scores=dict(item.raw),
-            )
-            for item in node_fused
-        ]
-        packed, texts = pack_exact(
-            candidates,
-            budget=self.budget,
-            text_of=lambda node_id: contents[rows[node_id].document_id][
-                rows[node_id].start_char : rows[node_id].end_char
-            ],
-            count=count_tokens,
-            cut=truncate_to_tokens,
-            document_rank=ranks,
-        )
-        self._time("packing")
-        if packed.truncated:
-            self.notes.append("Nothing fitted the budget whole: the best passage was cut to fit.")
-        found_by = {item.key: item.paths for item in node_fused}
-        return [
-            _node_chunk(c, rows[c.node.id], texts[c.node.id], expansion, info, ranks, found_by)
-            for c in packed.chosen
-        ]
-
-    def _record_llm(
+    def record_llm(
         self, name: str, outcome: llm_paths.LLMPathOutcome, outline: llm_paths.Outline
     ) -> dict[int, float] | None:
+        """Report an LLM path's outcome (usage, path report, notes); its scores, or None when it
+        failed (a service failure also stops later LLM steps of this query)."""
         self.usage = self.usage.plus(outcome.usage)
         detail = {"outline_tokens": outline.tokens, "outline_omitted": outline.omitted}
         if outcome.failed:
@@ -552,46 +378,8 @@ class _Run:
             )
         return outcome.scores
 
-    def _time(self, stage: str) -> None:
+    def end_stage(self, stage: str) -> None:
+        """Record the milliseconds since the previous stage ended as ``stage``'s timing."""
         now = time.perf_counter()
         self.timings[stage] = round((now - self.lap) * 1000, 2)
         self.lap = now
-
-
-def _estimated_tokens(row: vector_paths.NodeRow) -> int:
-    # A missing count (0) must not make a node look free: ~4 characters per token until counted.
-    return row.token_count or math.ceil((row.end_char - row.start_char) / 4)
-
-
-def _node_chunk(
-    candidate: Candidate,
-    row: vector_paths.NodeRow,
-    text: str,
-    expansion: Mapping[int, NodeScore],
-    info: Mapping[int, _DocumentInfo],
-    ranks: Mapping[int, int],
-    found_by: Mapping[int, tuple[str, ...]],
-) -> Chunk:
-    score = expansion.get(row.id)
-    return Chunk(
-        node_id=row.id,
-        document_id=row.document_id,
-        document_title=info[row.document_id].title,
-        document_rank=ranks[row.document_id],
-        toc_path=row.toc_path or row.title,
-        kind=row.kind,
-        start_char=row.start_char,
-        end_char=row.start_char + len(text),
-        token_count=candidate.token_count,
-        text=text,
-        scores=ChunkScores(
-            fused=candidate.score,
-            similarity=row.similarity,
-            inherited=score.inherited if score else None,
-            child=score.child if score else None,
-            tree_expansion=score.total if score else None,
-            llm=candidate.path_scores.get(LLM_NAVIGATE),
-        ),
-        found_by=found_by[row.id],
-        truncated=candidate.truncated,
-    )

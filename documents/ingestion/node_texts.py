@@ -1,0 +1,247 @@
+"""Extractive titles and summaries for the nodes of a structural tree (pure, no Django).
+
+A node without a heading is titled by its key phrases (n-grams frequent in the node and rare in
+the rest of the document) and summarised by its sentences closest to the centroid of its leaves;
+the document title comes from its title headings or a short line near the top.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+import re
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from documents.ingestion.headings import TITLE_CHARS, Heading, clean_title, shorten, word_set
+
+if TYPE_CHECKING:
+    from documents.ingestion.structural import Builder, Draft
+
+_SUMMARY_WORDS = 60
+_SUMMARY_SENTENCES = 3
+
+_STOPWORDS = word_set(
+    "a about above after again against all also am an and any are as at be because been before "
+    "being below between both but by can could did do does doing down during each either few for "
+    "from further had has have having he her here hereby herein hereof hereto hereunder his how i "
+    "if in into is it its itself may might more most must my no nor not now of off on once only "
+    "or other our out over own per same shall she should so some such than that the their them "
+    "then there these they this those through thus to too under until up upon us very was we were "
+    "what when where which while who whom why will with within without would you your january "
+    "february march april may june july august september october november december agreement "
+    "section party parties forth behalf time times day days month months year years thereof "
+    "therein thereto thereunder whether including include includes pursuant respect accordance "
+    "provided following set prior subject notwithstanding hereinafter company million billion "
+    "thousand total percent"
+)
+# The only small words a key phrase may hold inside it ("Revocation of Acceptance").
+_PHRASE_JOINERS = frozenset(["of", "and", "for", "&"])
+_MARKUP = re.compile(r"[*_#`|\\]+|^[=-]{3,}$", re.MULTILINE)
+_POSSESSIVE = re.compile(r"['\u2019]s?$")
+_WORD = re.compile(r"[^\W\d_][\w'\u2019&-]*")
+_PHRASE_BREAK = re.compile(r"[^\w\s'\u2019&-]+|\n")
+_LENGTH_BOOST = {1: 1.0, 2: 1.6, 3: 1.9}
+_JUNK_TITLE_LINE = re.compile(
+    r"^(exhibit|ex-\d|page\b|source:|table of contents|\[|\d+$|execution (copy|version)|confidential"
+    r"|certain (portions|information)|last updated)|\b(19|20)\d\d$",
+    re.IGNORECASE,
+)
+_DOCUMENT_KIND = re.compile(
+    r"\b(agreement|contract|amendment|addendum|licen[cs]e|lease|deed|memorandum|policy|plan|report|"
+    r"record|judgment|judgement|manual|guide|terms|charter|bylaws|minutes|statement)\b",
+    re.IGNORECASE,
+)
+
+
+class NodeTexts:
+    """Fills titles and summaries of every internal draft, children before parents."""
+
+    def __init__(self, builder: Builder) -> None:
+        self.builder = builder
+        text = builder.text
+        # Each unit once, markup stripped and blanks collapsed: what titles and summaries quote.
+        self.plain = [
+            " ".join(_MARKUP.sub(" ", text[unit.start : unit.end]).split()) for unit in builder.units
+        ]
+        self.footprints = [_footprint(sentence) for sentence in self.plain]
+        self.leaf_firsts: list[int] = []
+        self._leaf_counts: list[Counter[str]] | None = None
+        self._document_frequency: Counter[str] = Counter()
+        self._surface: dict[str, str] = {}
+        self._repeated: set[str] = set()
+
+    def fill(self, draft: Draft, depth: int, inherited: Heading | None = None) -> None:
+        if depth == 0:
+            self.leaf_firsts = [leaf.first for leaf in _leaves_of(draft)]
+            self._repeated = self._repeated_lines()
+        for child in draft.children:
+            if child.children:
+                self.fill(child, depth + 1, draft.heading or inherited)
+        draft.title = (
+            self._title(draft, depth, inherited)
+            or shorten(self._plain(draft.first, draft.last), 40)
+            or "Part"
+        )
+        draft.summary = self._summary(draft) or draft.title
+
+    def _title(self, draft: Draft, depth: int, inherited: Heading | None) -> str:
+        if draft.heading is not None and draft.heading.title:
+            return draft.heading.title
+        if draft.heading is None and depth > 0:
+            # A group of small headed parts ("Chief Complaint", "Present Illness") is named by them.
+            units = self.builder.units[draft.first : draft.last]
+            titles = [
+                unit.heading.title
+                for unit in units
+                if unit.heading is not None and unit.heading.title and unit.heading is not inherited
+            ]
+            if titles:
+                return shorten("; ".join(titles[:3]) + ("; \u2026" if len(titles) > 3 else ""), TITLE_CHARS)
+        phrases = self._key_phrases(draft, distinctive=depth > 0)
+        if draft.heading is not None and draft.heading.label:
+            return f"{draft.heading.label} {phrases}".strip()
+        return phrases
+
+    def _summary(self, draft: Draft) -> str:
+        units = self.builder.units
+        candidates = [
+            index
+            for index in range(draft.first, draft.last)
+            if not units[index].heading_only
+            and self.plain[index].count(" ") >= 3
+            and self.footprints[index] not in self._repeated
+        ]
+        if not candidates:
+            return _shorten_words(self._plain(draft.first, draft.last), _SUMMARY_WORDS)
+        leaf_vectors = np.stack([self.builder.mean_vector(leaf) for leaf in _leaves_of(draft)])
+        centroid = leaf_vectors.mean(axis=0)
+        scores = self.builder.vectors[candidates] @ centroid
+        chosen: list[int] = []
+        words = 0
+        for position in np.argsort(-scores, kind="stable"):
+            index = candidates[int(position)]
+            length = self.plain[index].count(" ") + 1
+            if chosen and words + length > _SUMMARY_WORDS:
+                continue
+            chosen.append(index)
+            words += length
+            if len(chosen) >= _SUMMARY_SENTENCES or words >= _SUMMARY_WORDS * 2 // 3:
+                break
+        summary = " ".join(self.plain[index] for index in sorted(chosen))
+        return _shorten_words(summary, _SUMMARY_WORDS)
+
+    def _repeated_lines(self) -> set[str]:
+        """Units seen more than once up to digits: page headers and footers, never summary material."""
+        seen = Counter(self.footprints)
+        return {footprint for footprint, count in seen.items() if count > 1}
+
+    def _plain(self, first: int, last: int) -> str:
+        return " ".join(sentence for sentence in self.plain[first:last] if sentence)
+
+    # -- key phrases: n-grams frequent in the node and rare in the rest of the document
+
+    def _key_phrases(self, draft: Draft, *, distinctive: bool) -> str:
+        counts = self._counts()
+        low = bisect.bisect_left(self.leaf_firsts, draft.first)
+        high = bisect.bisect_left(self.leaf_firsts, draft.last)
+        total: Counter[str] = Counter()
+        for leaf_counts in counts[low:high]:
+            total.update(leaf_counts)
+        leaf_count = len(counts)
+
+        def score(phrase: str) -> float:
+            weight = total[phrase] * _LENGTH_BOOST[phrase.count(" ") + 1]
+            if distinctive:
+                weight *= math.log((leaf_count + 1) / self._document_frequency[phrase])
+            return weight
+
+        chosen: list[str] = []
+        used_words: set[str] = set()
+        for phrase in sorted(total, key=lambda phrase: (-score(phrase), phrase)):
+            words = set(phrase.split())
+            if words & used_words or score(phrase) <= 0:
+                continue
+            chosen.append(self._surface[phrase])
+            used_words |= words
+            if len(chosen) == 3 or sum(len(item) for item in chosen) > 45:
+                break
+        title = ", ".join(chosen)
+        return shorten(title[:1].upper() + title[1:], TITLE_CHARS)
+
+    def _counts(self) -> list[Counter[str]]:
+        if self._leaf_counts is None:
+            bounds = [*self.leaf_firsts, len(self.builder.units)]
+            self._leaf_counts = [
+                self._phrases(bounds[i], bounds[i + 1]) for i in range(len(self.leaf_firsts))
+            ]
+            for leaf_counts in self._leaf_counts:
+                self._document_frequency.update(leaf_counts.keys())
+        return self._leaf_counts
+
+    def _phrases(self, first: int, last: int) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for segment in _PHRASE_BREAK.split(self._plain(first, last)):
+            words = [_POSSESSIVE.sub("", word) for word in _WORD.findall(segment)]
+            lowered = [word.lower() for word in words]
+            for size in (1, 2, 3):
+                for start in range(len(words) - size + 1):
+                    gram = lowered[start : start + size]
+                    if not (_phrase_edge(gram[0]) and _phrase_edge(gram[-1])):
+                        continue
+                    if size == 3 and gram[1] in _STOPWORDS and gram[1] not in _PHRASE_JOINERS:
+                        continue
+                    if size == 1 and len(gram[0]) < 4:
+                        continue
+                    phrase = " ".join(gram)
+                    counts[phrase] += 1
+                    self._surface.setdefault(phrase, " ".join(words[start : start + size]))
+        return counts
+
+
+def _footprint(sentence: str) -> str:
+    return re.sub(r"[\d\W_]+", " ", sentence.lower()).strip()
+
+
+@functools.cache
+def _phrase_edge(word: str) -> bool:
+    """Phrases start and end with content words; "-ed" and "-ly" words are mostly verbs and
+    adverbs ("allowed", "further expanded"), which make poor titles."""
+    if word in _STOPWORDS or len(word) < 3:
+        return False
+    return not (len(word) > 4 and (word.endswith("ed") or word.endswith("ly")))
+
+
+def _leaves_of(draft: Draft) -> list[Draft]:
+    if not draft.children:
+        return [draft]
+    return [leaf for child in draft.children for leaf in _leaves_of(child)]
+
+
+def _shorten_words(text: str, limit: int) -> str:
+    words = text.split()
+    return text if len(words) <= limit else " ".join(words[:limit]) + "\u2026"
+
+
+def first_line_title(text: str) -> str:
+    """A short line near the top: the first naming the kind of document ("RESELLER AGREEMENT"),
+    else the first that is not an exhibit number, a date or a filing notice; none when the text
+    opens with a paragraph."""
+    candidates: list[str] = []
+    for raw in re.split(r"\n|[ \t\u00a0]{3,}", text[:1500])[:12]:
+        line = " ".join(re.sub(r"[*_`#]+", " ", raw).split()).strip(" .:;,-")
+        if not re.search(r"[^\W\d_]{2}", line) or _JUNK_TITLE_LINE.search(line):
+            continue
+        line = line.strip("[]")
+        if len(line.split()) > 12 or len(line) > TITLE_CHARS:
+            caps = re.match(r"^(?:[A-Z][A-Z&,'-]+\s+){1,7}[A-Z][A-Z&'-]+\b", line)
+            if caps and not candidates and _DOCUMENT_KIND.search(caps.group()):
+                return caps.group()  # "SERVICE AGREEMENT This Agreement is entered into ..."
+            break
+        if _DOCUMENT_KIND.search(line) and not line.lower().startswith("this "):
+            return clean_title(line)
+        candidates.append(line)
+    return clean_title(candidates[0]) if candidates else ""

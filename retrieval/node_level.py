@@ -1,0 +1,168 @@
+"""The node level of ``retrieve()``: which passages of the selected documents fill the budget.
+
+LLMnavigate picks subtree roots from the documents' outline; TreeExpansion scores every node from
+exact similarities. The two are fused; LLM-chosen nodes are packed first, then by score, without
+ancestor/descendant overlap, and the chosen text comes back in document order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Protocol
+
+import numpy as np
+from django.conf import settings
+
+from documents.models import Document
+from openfable.llm import LLMClient
+from openfable.tokens import count_tokens, truncate_to_tokens
+from retrieval.expansion import ExpansionWeights, NodeScore, tree_expansion
+from retrieval.fusion import fuse
+from retrieval.packing import Candidate, pack_exact
+from retrieval.paths import llm as llm_paths
+from retrieval.paths import vector as vector_paths
+from retrieval.result import LLM_NAVIGATE, TREE_EXPANSION, Chunk, ChunkScores, PathReport
+
+NODE_PATH_WEIGHTS = {LLM_NAVIGATE: 1.0, TREE_EXPANSION: 1.0}
+
+
+class NodeLevelRun(Protocol):
+    """What the node level reads from a query's run, and the reports it writes back into it."""
+
+    query: str
+    budget: int
+    mode: str
+    paths: dict[str, PathReport]
+    notes: list[str]
+    llm_down: str
+
+    def end_stage(self, stage: str) -> None: ...
+
+    def record_llm(
+        self, name: str, outcome: llm_paths.LLMPathOutcome, outline: llm_paths.Outline
+    ) -> dict[int, float] | None: ...
+
+
+def node_level_chunks(
+    run: NodeLevelRun,
+    *,
+    selected: list[int],
+    vector: np.ndarray,
+    ranks: dict[int, int],
+    titles: Mapping[int, str],
+) -> list[Chunk]:
+    """The chosen passages of the ``selected`` documents within ``run.budget``, in document
+    order: LLMnavigate (unless the LLM is down) and TreeExpansion fused, then packed exactly.
+
+    ``ranks`` are the documents' fused ranks, ``titles`` their titles; path reports, notes and
+    stage timings go to ``run``.
+    """
+    rows = {
+        row.id: row for row in vector_paths.nodes_with_similarity(document_ids=selected, query_vector=vector)
+    }
+    contents = dict(Document.objects.filter(pk__in=selected).values_list("pk", "content"))
+    nodes = {node_id: row.outline_node() for node_id, row in rows.items()}
+    run.end_stage("fetch_nodes")
+
+    node_paths: dict[str, dict[int, float]] = {}
+    if LLM_NAVIGATE not in run.paths and not run.llm_down:
+        outcome, outline = llm_paths.llm_navigate(
+            LLMClient.from_settings(),
+            query=run.query,
+            documents=[(pk, titles[pk]) for pk in selected],
+            rows=list(rows.values()),
+            contents=contents,
+            max_tokens=settings.RETRIEVAL_LLM_PROMPT_TOKENS,
+            token_budget=run.budget,
+        )
+        run.end_stage("llm_navigate")
+        if (navigate := run.record_llm(LLM_NAVIGATE, outcome, outline)) is not None:
+            node_paths[LLM_NAVIGATE] = navigate
+    elif run.llm_down:
+        reason = f"not tried: the LLM failed earlier in this query ({run.llm_down})"
+        run.paths[LLM_NAVIGATE] = PathReport(LLM_NAVIGATE, ran=False, reason=reason)
+    expansion: dict[int, NodeScore] = {}
+    if run.mode == "llm" and LLM_NAVIGATE in node_paths:
+        reason = "llm mode: the LLM paths alone"
+        run.paths[TREE_EXPANSION] = PathReport(TREE_EXPANSION, ran=False, reason=reason)
+    else:
+        weights = ExpansionWeights(
+            settings.RETRIEVAL_ALPHA,
+            settings.RETRIEVAL_BETA,
+            settings.RETRIEVAL_GAMMA,
+            settings.RETRIEVAL_DECAY,
+        )
+        expansion = tree_expansion(nodes.values(), weights=weights)
+        node_paths[TREE_EXPANSION] = {node_id: score.total for node_id, score in expansion.items()}
+        run.paths[TREE_EXPANSION] = PathReport(TREE_EXPANSION, ran=True, candidates=len(expansion))
+        run.end_stage("tree_expansion")
+
+    node_fused = fuse(node_paths, {name: NODE_PATH_WEIGHTS[name] for name in node_paths})
+    candidates = [
+        Candidate(
+            node=nodes[item.key],
+            score=item.score,
+            token_count=_estimated_tokens(rows[item.key]),
+            from_llm=LLM_NAVIGATE in item.paths,
+            path_scores=dict(item.raw),
+        )
+        for item in node_fused
+    ]
+    packed, texts = pack_exact(
+        candidates,
+        budget=run.budget,
+        text_of=lambda node_id: contents[rows[node_id].document_id][
+            rows[node_id].start_char : rows[node_id].end_char
+        ],
+        count=count_tokens,
+        cut=truncate_to_tokens,
+        document_rank=ranks,
+    )
+    run.end_stage("packing")
+    if packed.truncated:
+        run.notes.append("Nothing fitted the budget whole: the best passage was cut to fit.")
+    found_by = {item.key: item.paths for item in node_fused}
+    return [
+        _node_chunk(c, rows[c.node.id], texts[c.node.id], expansion, titles, ranks, found_by)
+        for c in packed.chosen
+    ]
+
+
+def _estimated_tokens(row: vector_paths.NodeRow) -> int:
+    # A missing count (0) must not make a node look free: ~4 characters per token until counted.
+    return row.token_count or math.ceil((row.end_char - row.start_char) / 4)
+
+
+def _node_chunk(
+    candidate: Candidate,
+    row: vector_paths.NodeRow,
+    text: str,
+    expansion: Mapping[int, NodeScore],
+    titles: Mapping[int, str],
+    ranks: Mapping[int, int],
+    found_by: Mapping[int, tuple[str, ...]],
+) -> Chunk:
+    score = expansion.get(row.id)
+    return Chunk(
+        node_id=row.id,
+        document_id=row.document_id,
+        document_title=titles[row.document_id],
+        document_rank=ranks[row.document_id],
+        toc_path=row.toc_path or row.title,
+        kind=row.kind,
+        start_char=row.start_char,
+        end_char=row.start_char + len(text),
+        token_count=candidate.token_count,
+        text=text,
+        scores=ChunkScores(
+            fused=candidate.score,
+            similarity=row.similarity,
+            inherited=score.inherited if score else None,
+            child=score.child if score else None,
+            tree_expansion=score.total if score else None,
+            llm=candidate.path_scores.get(LLM_NAVIGATE),
+        ),
+        found_by=found_by[row.id],
+        truncated=candidate.truncated,
+    )

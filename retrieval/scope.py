@@ -1,0 +1,130 @@
+"""The corpus one query searches: collection, document and tag filters, checked against what
+the user may read, resolved to the ids of the documents in scope.
+
+Every mistake a caller can make here raises ``RetrievalInputError`` with a message that says what
+was wrong and what to do instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import F, Func, Q, QuerySet
+
+from documents.models import Collection, Document
+from retrieval.result import RetrievalInputError
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The documents a query searches, and the filters and visibility it was resolved from."""
+
+    document_ids: list[int] | None  # None: the whole corpus
+    filters: dict[str, Any]  # normalised, echoed in the result and part of the cache key
+    visibility: str  # "all", "public" or "user:<id>"
+
+
+def _visible_collections(user: Any) -> tuple[QuerySet[Collection] | None, str]:
+    """Collections a user may read: shared ones (no owner), their own, those they belong to.
+    No user (trusted internal callers) and superusers see everything."""
+    if user is None or getattr(user, "is_superuser", False):
+        return None, "all"
+    if not getattr(user, "is_authenticated", False):
+        return Collection.objects.filter(owner__isnull=True), "public"
+    readable = Q(owner__isnull=True) | Q(owner=user) | Q(members=user)
+    return Collection.objects.filter(readable).distinct(), f"user:{user.pk}"
+
+
+def resolve_scope(
+    *, collection: str | int | None, documents: Sequence[int] | None, tags: Sequence[str] | None, user: Any
+) -> Scope:
+    """Check the filters against what ``user`` may read and resolve them to document ids.
+
+    ``collection`` is a slug or id, ``documents`` ids, ``tags`` tags every document must carry;
+    a bare id or tag counts as a list of one. Raises ``RetrievalInputError`` saying what was
+    wrong for an unknown collection, document or tag, and for filters that match nothing
+    together. No filters and no visibility limit leave ``document_ids`` None: the whole corpus.
+    """
+    collections, visibility = _visible_collections(user)
+    visible = (
+        Document.objects.all() if collections is None else Document.objects.filter(collection__in=collections)
+    )
+    selected = visible
+    filters: dict[str, Any] = {}
+    if collection is not None and collection != "":
+        found = _find_collection(collection, collections)
+        selected = selected.filter(collection=found)
+        filters["collection"] = found.slug
+    if isinstance(documents, str | int):
+        documents = [documents]  # one id given bare
+    if isinstance(tags, str):
+        tags = [tags]  # one tag given bare, not a sequence of characters
+    if documents:
+        ids = sorted({_document_id(value) for value in documents})
+        existing = set(visible.filter(pk__in=ids).values_list("pk", flat=True))
+        missing = [str(pk) for pk in ids if pk not in existing]
+        if missing:
+            raise RetrievalInputError(
+                f"No document with id {', '.join(missing)}. Use the ids of existing documents "
+                "(see the document list), or leave the documents filter out."
+            )
+        selected = selected.filter(pk__in=ids)
+        filters["documents"] = ids
+    if tags:
+        wanted = sorted({str(tag).strip() for tag in tags if str(tag).strip()})
+        known = set(
+            visible.filter(tags__overlap=wanted)
+            .annotate(tag=Func(F("tags"), function="unnest"))
+            .values_list("tag", flat=True)
+        )
+        unknown = [tag for tag in wanted if tag not in known]
+        if unknown:
+            raise RetrievalInputError(
+                f"No document has the tag {', '.join(repr(tag) for tag in unknown)}. "
+                "Check the spelling (tags are case-sensitive) or leave the tag filter out."
+            )
+        if wanted:
+            selected = selected.filter(tags__contains=wanted)
+            filters["tags"] = wanted
+    if not filters and collections is None:
+        return Scope(document_ids=None, filters={}, visibility=visibility)
+    ids = list(selected.order_by("pk").values_list("pk", flat=True))
+    if not ids and filters:
+        described = "; ".join(f"{name}: {value}" for name, value in filters.items())
+        raise RetrievalInputError(
+            f"No document matches all the filters together ({described}). Loosen one of them."
+        )
+    return Scope(document_ids=ids, filters=filters, visibility=visibility)
+
+
+def _find_collection(value: str | int, readable: QuerySet[Collection] | None) -> Collection:
+    pool = Collection.objects.all() if readable is None else readable
+    found: Collection | None = None
+    if isinstance(value, str):
+        found = pool.filter(slug=value.strip()).first()
+    if found is None and (pk := _as_id(value)) is not None:
+        found = pool.filter(pk=pk).first()
+    if found is None:
+        raise RetrievalInputError(
+            f"There is no collection {value!r}. Use the slug or id of an existing collection "
+            "(see the collection list), or leave the collection filter out."
+        )
+    return found
+
+
+def _document_id(value: object) -> int:
+    number = _as_id(value)
+    if number is None:
+        raise RetrievalInputError(f"Document ids are positive whole numbers; {value!r} is not one.")
+    return number
+
+
+def _as_id(value: object) -> int | None:
+    """A primary key, or None; out-of-range numbers would make PostgreSQL raise, not match."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
+        return value
+    return None
