@@ -128,6 +128,25 @@ def select_documents(fused: Sequence[Fused[int]]) -> list[int]:
     return chosen[:MAX_SELECTED_DOCUMENTS]
 
 
+def extend_to_budget(
+    selected: list[int], fused: Sequence[Fused[int]], *, sizes: Mapping[int, int], budget: int
+) -> list[int]:
+    """When the selected documents fit the budget whole, let the budget take the next documents
+    in fused order too (those that still fit, at most MAX_SELECTED_DOCUMENTS): a large budget
+    buys breadth, which questions spanning several documents need."""
+    chosen = list(selected)
+    used = sum(sizes[pk] for pk in chosen)
+    for item in fused:
+        if len(chosen) >= MAX_SELECTED_DOCUMENTS:
+            break
+        size = sizes.get(item.key)
+        if item.key in chosen or size is None or used + size > budget:
+            continue
+        chosen.append(item.key)
+        used += size
+    return chosen
+
+
 # -- input ---------------------------------------------------------------------------------------
 
 
@@ -230,6 +249,10 @@ class _Run:
         fused = [item for item in fused if item.key in info]  # a document deleted meanwhile
         ranks = {item.key: rank for rank, item in enumerate(fused)}
         selected = select_documents(fused)
+        if selected and sum(info[pk].token_count for pk in selected) <= self.budget:
+            selected = extend_to_budget(
+                selected, fused, sizes={pk: d.token_count for pk, d in info.items()}, budget=self.budget
+            )
         self.end_stage("fusion")
 
         chunks: list[Chunk] = []

@@ -20,8 +20,9 @@ from documents.models import Collection, Document, Node
 from documents.services import corpus_version_bump
 from openfable.embeddings import get_embedder
 from openfable.tokens import count_tokens
+from retrieval.fusion import Fused
 from retrieval.result import TREE_EXPANSION, VECTOR, RetrievalInputError, RetrievalResult
-from retrieval.services import retrieve, select_documents
+from retrieval.services import extend_to_budget, retrieve, select_documents
 from tests.factories import CollectionFactory, DocumentFactory
 
 pytestmark = pytest.mark.django_db
@@ -526,3 +527,24 @@ def test_pack_exact_repacks_until_the_counted_text_fits() -> None:
     )
     assert [names[c.node.id] for c in packed.chosen] == ["a", "c"]  # b no longer fits once counted
     assert packed.total_tokens == 20 and texts == {tree["a"].id: "a", tree["c"].id: "c"}
+
+
+def test_a_large_budget_also_takes_the_next_documents_whole(corpus: Corpus) -> None:
+    tight = retrieve(
+        query=MONITORING_QUERY, token_budget=corpus.volcanoes.document.token_count, mode="vector"
+    )
+    roomy = retrieve(query=MONITORING_QUERY, token_budget=32000, mode="vector")
+    assert tight.routing == roomy.routing == "documents"
+    assert [chunk.document_id for chunk in tight.chunks] == [corpus.volcanoes.id]
+    assert len(roomy.chunks) > 1 and roomy.chunks[0].document_id == corpus.volcanoes.id
+    assert roomy.total_tokens <= 32000
+
+
+def test_extend_to_budget_adds_what_fits_in_fused_order() -> None:
+    fused = [
+        Fused(key=key, score=score, raw={}, normalised={}, paths=("vector",))
+        for key, score in [(1, 1.0), (2, 0.4), (3, 0.3), (4, 0.2)]
+    ]
+    sizes = {1: 100, 2: 500, 3: 150, 4: 100}
+    assert extend_to_budget([1], fused, sizes=sizes, budget=400) == [1, 3, 4]
+    assert extend_to_budget([1], fused, sizes=sizes, budget=100) == [1]
