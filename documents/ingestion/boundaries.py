@@ -123,10 +123,15 @@ def _find_marker(text: str, folded: _FoldedText, marker: str, cursor: int, stop:
     # Word-start matches in every mode first, then matches anywhere: a mid-word exact hit must
     # not win over the real chunk start found by a more tolerant mode.
     for at_word_start in (True, False):
-        for pattern in patterns:
-            match = _compile(pattern, at_word_start).search(text, cursor, stop)
-            if match:
-                return match.start()
+        # The earliest of the exact and whitespace-tolerant matches: a later exact hit must not
+        # win over the real next chunk start whose words are separated by a line break.
+        starts = [
+            match.start()
+            for pattern in patterns
+            if (match := _compile(pattern, at_word_start).search(text, cursor, stop))
+        ]
+        if starts:
+            return min(starts)
         if folded_needle:
             found = folded.search(_compile(_whitespace_pattern(folded_needle), at_word_start), cursor, stop)
             if found is not None:

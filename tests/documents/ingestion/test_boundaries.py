@@ -215,3 +215,10 @@ def test_property_repeated_words_resolve_forward_and_partition(
         assert offset <= position  # forward search finds the earliest occurrence after the previous one
         assert text.startswith(marker, offset)
     assert _partitions(chunk_spans(text, offsets), text)
+
+
+def test_a_later_exact_match_does_not_beat_an_earlier_whitespace_tolerant_one() -> None:
+    # Found by the agent-path property test: "alpha alpha" occurs exactly only at 31, but the
+    # next chunk really starts at 24, where a paragraph break separates the two words.
+    text = "alpha alpha alpha alpha alpha\n\nalpha alpha"
+    assert locate_markers(text, ["alpha alpha"], start=19) == [24]
