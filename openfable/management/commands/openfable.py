@@ -31,13 +31,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         subparsers = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
         for module_name in SUBCOMMAND_MODULES:
-            try:
-                module = import_module(module_name)
-            except ModuleNotFoundError as error:
-                if error.name != module_name:
-                    raise
-                continue
-            module.register(subparsers)
+            import_module(module_name).register(subparsers)
 
     def handle(self, *args: Any, **options: Any) -> None:
         handler: Callable[[dict[str, Any]], dict[str, Any] | str] = options.pop("handler")

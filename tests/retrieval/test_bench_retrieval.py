@@ -1,0 +1,225 @@
+"""bench-retrieval end to end on a tiny DragonBall-format corpus, and the `query` subcommand.
+
+Real database, real local embeddings; no timing is asserted.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from documents.indexing import claim_job, document_index
+from documents.models import Collection
+from documents.services import collection_create, document_create
+
+pytestmark = pytest.mark.django_db
+
+DOCS: list[dict[str, Any]] = [
+    {
+        "doc_id": 1,
+        "company_name": "Acme Mining",
+        "content": "Acme Mining was founded in 1998 in Perth.\n\n"
+        "In March 2021, Acme Mining opened a copper mine in Chile. The mine employs 400 workers. "
+        "Production started slowly because of heavy rain.\n\n"
+        "In June 2021, the board appointed Maria Lopez as chief executive officer. "
+        "She previously ran the company's logistics division.",
+    },
+    {
+        "doc_id": 2,
+        "company_name": "Blue River Hospital",
+        "content": "Blue River Hospital treats patients from three counties.\n\n"
+        "In 2020 the hospital added a cardiology ward with 40 beds. Waiting times for heart surgery "
+        "fell by half within a year.\n\n"
+        "The hospital trains nurses in a two-year programme run with the local university.",
+    },
+    {
+        "doc_id": 3,
+        "company_name": "Court case 17",
+        "content": "The defendant, John Smith, was charged with fraud in Denver.\n\n"
+        "The court found that he had forged invoices worth $2 million between 2017 and 2019. "
+        "He was sentenced to five years in prison.\n\n"
+        "His lawyer announced an appeal on the day of the verdict.",
+    },
+]
+QUERIES: list[dict[str, Any]] = [
+    {
+        "query": {
+            "query_id": 1,
+            "query_type": "Factual Question",
+            "content": "Who became CEO of Acme Mining?",
+        },
+        "ground_truth": {
+            "doc_ids": [1],
+            "references": [
+                "In June 2021, the board appointed Maria Lopez as chief executive officer. "
+                "She previously ran the company's logistics division."
+            ],
+        },
+    },
+    {
+        "query": {
+            "query_id": 2,
+            "query_type": "Factual Question",
+            "content": "What did the cardiology ward change?",
+        },
+        "ground_truth": {
+            "doc_ids": [2],
+            "references": ["Waiting times for heart surgery fell by half within a year."],
+        },
+    },
+    {
+        "query": {
+            "query_id": 3,
+            "query_type": "Multi-hop Reasoning Question",
+            "content": "What was Smith's sentence?",
+        },
+        "ground_truth": {
+            "doc_ids": [3],
+            "references": [
+                "He was sentenced to five years in prison.",
+                "This sentence appears in no document.",
+            ],
+        },
+    },
+    {
+        "query": {
+            "query_id": 4,
+            "query_type": "Irrelevant Unsolvable Question",
+            "content": "Who won the cup?",
+        },
+        "ground_truth": {"doc_ids": [], "references": []},
+    },
+]
+BUDGETS = ["100", "300"]
+
+
+def _write(tmp_path: Path) -> tuple[Path, Path]:
+    docs, queries = tmp_path / "docs.jsonl", tmp_path / "queries.jsonl"
+    docs.write_text("".join(json.dumps(record) + "\n" for record in DOCS))
+    queries.write_text("".join(json.dumps(record) + "\n" for record in QUERIES))
+    return docs, queries
+
+
+def _bench(*args: str) -> str:
+    out = io.StringIO()
+    call_command("openfable", "bench-retrieval", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.slow
+def test_bench_retrieval_prints_tables_and_writes_every_number(tmp_path: Path, settings: Any) -> None:
+    settings.DATA_DIR = tmp_path / "data"  # the embedding cache goes here
+    docs, queries = _write(tmp_path)
+    json_path = tmp_path / "bench.json"
+    table = _bench(
+        "--docs", str(docs), "--queries", str(queries), "--budgets", ",".join(BUDGETS),
+        "--json", str(json_path), "--keep",
+    )  # fmt: skip
+    for title in ("### Recall (%)", "### EIR (%)", "### Right document found", "### Recall by query type"):
+        assert title in table
+    assert "| method | 100 | 300 |" in table and "| vector |" in table and "### Query latency" in table
+
+    report = json.loads(json_path.read_text())
+    assert report["queries"] == 3 and report["queries_without_references"] == 1
+    methods = ["ceiling", "oracle", "bm25", "dense", "vector"]
+    assert list(report["results"]) == methods
+    for method in methods:
+        assert set(report["results"][method]) == set(BUDGETS)
+        for cell in report["results"][method].values():
+            assert 0.0 <= cell["recall"] <= 1.0 and 0.0 <= cell["eir"] <= 1.0
+            assert cell["queries"] == 3
+    for budget in BUDGETS:
+        ceiling = report["results"]["ceiling"][budget]["recall"]
+        oracle = report["results"]["oracle"][budget]["recall"]
+        assert ceiling >= oracle >= 0.0
+        assert ceiling == pytest.approx((1 + 1 + 0.5) / 3, abs=1e-3), "one reference matches nowhere"
+        for method in methods:
+            assert report["results"][method][budget]["mean_tokens"] <= int(budget) or method == "ceiling"
+    assert list((tmp_path / "data" / "bench-cache").glob("*.npy")), "dense embeddings are cached"
+
+    # The kept collection is reused without ingesting again, and gives the same numbers.
+    slug = report["collection"]
+    assert Collection.objects.filter(slug=slug).exists()
+    again_path = tmp_path / "again.json"
+    _bench(
+        "--docs", str(docs), "--queries", str(queries), "--budgets", "300", "--modes", "oracle,vector",
+        "--collection", slug, "--json", str(again_path),
+    )  # fmt: skip
+    again = json.loads(again_path.read_text())
+    assert again["ingestion"]["reused"] is True and again["ingestion"]["missing"] == 0
+    assert list(again["results"]) == ["oracle", "vector"]
+    for method in ("oracle", "vector"):
+        assert again["results"][method]["300"]["recall"] == report["results"][method]["300"]["recall"]
+    assert Collection.objects.filter(slug=slug).exists(), "a reused collection is never deleted"
+
+
+def test_bench_retrieval_refuses_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs, queries = _write(tmp_path)
+    for args, message in (
+        (["--budgets", "50"], "outside the accepted range"),
+        (["--modes", "vector,magic"], "unknown magic"),
+        (["--collection", "nope"], "no such collection"),
+    ):
+        out = io.StringIO()
+        with pytest.raises(SystemExit) as exit_info:
+            call_command(
+                "openfable",
+                "bench-retrieval",
+                "--docs",
+                str(docs),
+                "--queries",
+                str(queries),
+                *args,
+                stdout=out,
+            )
+        assert exit_info.value.code == 1
+        assert message in json.loads(out.getvalue())["error"]
+
+
+def _query(*args: str) -> tuple[int, dict[str, Any]]:
+    out = io.StringIO()
+    try:
+        call_command("openfable", "query", *args, stdout=out)
+    except SystemExit as exit_info:
+        return int(exit_info.code or 0), json.loads(out.getvalue())
+    return 0, json.loads(out.getvalue())
+
+
+@pytest.mark.slow
+def test_query_prints_the_result_as_json() -> None:
+    collection = collection_create(name="Query CLI")
+    document = document_create(
+        collection=collection, content=DOCS[0]["content"], title="Acme", builder="structural", queue=False
+    ).document
+    job = claim_job(document_id=document.pk)
+    assert job is not None
+    document_index(job=job)
+
+    code, result = _query(
+        "Who runs Acme Mining?", "--budget", "200", "--mode", "vector", "--collection", collection.slug
+    )
+    assert code == 0
+    assert result["token_budget"] == 200 and result["mode"] == "vector"
+    assert result["filters"] == {"collection": collection.slug}
+    assert result["chunks"] and all(chunk["document_id"] == document.pk for chunk in result["chunks"])
+    assert 0 < result["total_tokens"] <= 200
+
+    code, result = _query(
+        "Who runs Acme Mining?", "--budget", "200", "--document", str(document.pk), "--tag", "x"
+    )
+    assert code == 1 and "tag" in result["error"]
+
+
+def test_query_explains_a_bad_budget_or_mode() -> None:
+    code, result = _query("anything", "--budget", "5")
+    assert code == 1 and set(result) == {"error"}
+    assert "token budget 5 is outside the accepted range" in result["error"]
+    code, result = _query("anything", "--budget", "lots")
+    assert code == 1 and "whole number" in result["error"]
+    code, result = _query("anything", "--mode", "psychic")
+    assert code == 1 and "Unknown mode" in result["error"]
