@@ -18,4 +18,3 @@ def shared_dir() -> Path:
     if not (path / "datasets").is_dir():
         pytest.fail(f"datasets not found under {path}; set OPENFABLE_SHARED_DIR")
     return path
-

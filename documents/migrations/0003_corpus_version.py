@@ -4,18 +4,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('documents', '0002_initial'),
+        ("documents", "0002_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='CorpusVersion',
+            name="CorpusVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.BigIntegerField(default=0)),
-                ('updated', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("version", models.BigIntegerField(default=0)),
+                ("updated", models.DateTimeField(auto_now=True)),
             ],
         ),
     ]
