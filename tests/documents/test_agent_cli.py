@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,6 +25,7 @@ from documents.agent import METADATA_KEY, agent_apply_chunks, agent_apply_tree, 
 from documents.ingestion.tree_schema import MARKERS_JSON_SCHEMA, TREE_JSON_SCHEMA
 from documents.models import Document, IngestionJob, Node
 from documents.services import document_create
+from tests.cli import run_openfable as run
 from tests.conftest import REPO_ROOT
 from tests.factories import CollectionFactory
 
@@ -57,17 +57,6 @@ TREE: dict[str, Any] = {
         },
     ],
 }
-
-
-def run(*args: str) -> tuple[int, dict[str, Any]]:
-    """Run `manage.py openfable ARGS`; return (exit status, the one JSON object printed)."""
-    out = io.StringIO()
-    status = 0
-    try:
-        call_command("openfable", *args, stdout=out)
-    except SystemExit as exit_:
-        status = int(exit_.code or 0)
-    return status, json.loads(out.getvalue())
 
 
 def write(folder: Path, name: str, content: str | bytes | dict[str, Any]) -> str:

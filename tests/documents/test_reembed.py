@@ -7,14 +7,11 @@ expect it (the test transaction is rolled back too; DDL in PostgreSQL is transac
 
 from __future__ import annotations
 
-import io
-import json
 import math
 from typing import Any
 
 import numpy as np
 import pytest
-from django.core.management import call_command
 from django.db import connection
 from pgvector.django import CosineDistance
 from pytest_django.fixtures import Settings as SettingsWrapper
@@ -26,6 +23,7 @@ from documents.reembed import nodes_reembed
 from documents.services import document_create
 from openfable.checks import stored_embedding_dimensions
 from openfable.embeddings import LOCAL_DIMENSIONS, LOCAL_MODEL_NAME, get_embedder
+from tests.cli import run_openfable as run
 from tests.factories import CollectionFactory
 from tests.fakes.openai_server import ScriptedOpenAIServer
 
@@ -35,16 +33,6 @@ TEXT = (
     "## Eruptions\n\nShield volcanoes erupt gently. "
     "Stratovolcanoes erupt explosively and build steep cones.\n"
 )
-
-
-def run(*args: str) -> tuple[int, dict[str, Any]]:
-    out = io.StringIO()
-    status = 0
-    try:
-        call_command("openfable", *args, stdout=out)
-    except SystemExit as exit_:
-        status = int(exit_.code or 0)
-    return status, json.loads(out.getvalue())
 
 
 def indexed_document() -> Document:
