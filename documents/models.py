@@ -5,10 +5,15 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
+from django.db.models.functions import Concat
 from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
+
+# PostgreSQL text search configuration of the lexical path (stemming, stop words).
+SEARCH_CONFIG = "english"
 
 
 class Collection(models.Model):
@@ -108,6 +113,19 @@ class Node(models.Model):
     # the column when the model changes (see the system check openfable.E005).
     embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
     edited = models.BooleanField(default=False, help_text="a person changed its title or summary")
+    # The lexical path's terms (english stemming): a leaf's own text, an internal node's title
+    # and summary -- what each node says, never its descendants' text twice. Computed by
+    # PostgreSQL on every write, so it can never disagree with the text.
+    search = models.GeneratedField(
+        expression=Case(
+            When(kind="leaf", then=SearchVector("content", config=SEARCH_CONFIG)),
+            default=SearchVector(
+                Concat("title", Value(" "), "summary", output_field=models.TextField()), config=SEARCH_CONFIG
+            ),
+        ),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
 
     class Meta:
         ordering = ["document", "order"]
@@ -148,6 +166,7 @@ class Node(models.Model):
                 opclasses=["vector_cosine_ops"],
             ),
             models.Index(fields=["document", "kind", "depth"], name="node_document_kind_depth"),
+            GinIndex(fields=["search"], name="node_search_gin"),
         ]
 
     def __str__(self) -> str:

@@ -8,6 +8,7 @@ bad value and records a ``ConfigProblem``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -67,13 +68,21 @@ class EnvReader:
             return default
         return value
 
-    def number(self, name: str, default: float, *, minimum: float | None = None) -> float:
-        hint = f"Set {PREFIX + name} to a number, or unset it to use {default}."
+    def number(
+        self, name: str, default: float, *, minimum: float | None = None, maximum: float | None = None
+    ) -> float:
+        bounds = _bounds_text(minimum, maximum)
+        hint = f"Set {PREFIX + name} to a number{bounds}, or unset it to use {default:g}."
         value = self._parse(name, default, float, "a number", hint)
-        if minimum is not None and value < minimum:
-            self.problems.append(
-                ConfigProblem(PREFIX + name, f"{PREFIX + name}={value} is below {minimum}.", hint)
-            )
+        problem = ""
+        if not math.isfinite(value):
+            problem = "is not a finite number"
+        elif minimum is not None and value < minimum:
+            problem = f"is below {minimum}"
+        elif maximum is not None and value > maximum:
+            problem = f"is above {maximum}"
+        if problem:
+            self.problems.append(ConfigProblem(PREFIX + name, f"{PREFIX + name}={value} {problem}.", hint))
             return default
         return value
 
@@ -88,7 +97,7 @@ class EnvReader:
         return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-def _bounds_text(minimum: int | None, maximum: int | None) -> str:
+def _bounds_text(minimum: float | None, maximum: float | None) -> str:
     if minimum is not None and maximum is not None:
         return f" between {minimum} and {maximum}"
     if minimum is not None:

@@ -167,6 +167,10 @@ RETRIEVAL_ALPHA = env.number("RETRIEVAL_ALPHA", 1 / 3, minimum=0.0)
 RETRIEVAL_BETA = env.number("RETRIEVAL_BETA", 1 / 3, minimum=0.0)
 RETRIEVAL_GAMMA = env.number("RETRIEVAL_GAMMA", 1 / 3, minimum=0.0)
 RETRIEVAL_DECAY = env.number("RETRIEVAL_DECAY", 0.8, minimum=0.0)
+# Lexical path (BM25 over full-text search): its weight in document-level fusion (vector: 1),
+# and its share of a node's similarity in TreeExpansion (0: cosine only). 0 and 0 turn it off.
+RETRIEVAL_LEXICAL_WEIGHT = env.number("RETRIEVAL_LEXICAL_WEIGHT", 2.0, minimum=0.0)
+RETRIEVAL_LEXICAL_NODE_SHARE = env.number("RETRIEVAL_LEXICAL_NODE_SHARE", 0.15, minimum=0.0, maximum=1.0)
 TOKEN_BUDGET_MIN = env.integer("TOKEN_BUDGET_MIN", 100, minimum=1)
 TOKEN_BUDGET_MAX = env.integer("TOKEN_BUDGET_MAX", 32000, minimum=1)
 TOKEN_BUDGET_DEFAULT = env.integer("TOKEN_BUDGET_DEFAULT", 2000, minimum=1)

@@ -46,6 +46,8 @@ def settings_fingerprint(*, uses_llm: bool) -> dict[str, Any]:
             "RETRIEVAL_BETA",
             "RETRIEVAL_GAMMA",
             "RETRIEVAL_DECAY",
+            "RETRIEVAL_LEXICAL_WEIGHT",
+            "RETRIEVAL_LEXICAL_NODE_SHARE",
             "EMBEDDING_URL",
             "EMBEDDING_MODEL",
             "EMBEDDING_DIMENSIONS",

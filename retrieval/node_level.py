@@ -1,12 +1,14 @@
 """The node level of ``retrieve()``: which passages of the selected documents fill the budget.
 
 LLMnavigate picks subtree roots from the documents' outline; TreeExpansion scores every node from
-exact similarities. The two are fused; LLM-chosen nodes are packed first, then by score, without
+exact similarities, each node's similarity sharpened by its BM25 among the selected documents'
+nodes (``hybrid_similarity``). The two are fused; LLM-chosen nodes are packed first, then by score, without
 ancestor/descendant overlap, and the chosen text comes back in document order.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Protocol
@@ -20,9 +22,10 @@ from openfable.tokens import count_tokens, truncate_to_tokens
 from retrieval.expansion import ExpansionWeights, NodeScore, tree_expansion
 from retrieval.fusion import fuse
 from retrieval.packing import Candidate, pack_exact
+from retrieval.paths import lexical as lexical_paths
 from retrieval.paths import llm as llm_paths
 from retrieval.paths import vector as vector_paths
-from retrieval.result import LLM_NAVIGATE, TREE_EXPANSION, Chunk, ChunkScores, PathReport
+from retrieval.result import LEXICAL, LLM_NAVIGATE, TREE_EXPANSION, Chunk, ChunkScores, PathReport
 
 NODE_PATH_WEIGHTS = {LLM_NAVIGATE: 1.0, TREE_EXPANSION: 1.0}
 
@@ -36,6 +39,7 @@ class NodeLevelRun(Protocol):
     paths: dict[str, PathReport]
     notes: list[str]
     llm_down: str
+    terms: list[str]
 
     def end_stage(self, stage: str) -> None: ...
 
@@ -62,8 +66,8 @@ def node_level_chunks(
         row.id: row for row in vector_paths.nodes_with_similarity(document_ids=selected, query_vector=vector)
     }
     contents = dict(Document.objects.filter(pk__in=selected).values_list("pk", "content"))
-    nodes = {node_id: row.outline_node() for node_id, row in rows.items()}
     run.end_stage("fetch_nodes")
+    nodes = {node_id: row.outline_node() for node_id, row in rows.items()}
 
     node_paths: dict[str, dict[int, float]] = {}
     if LLM_NAVIGATE not in run.paths and not run.llm_down:
@@ -83,6 +87,7 @@ def node_level_chunks(
         reason = f"not tried: the LLM failed earlier in this query ({run.llm_down})"
         run.paths[LLM_NAVIGATE] = PathReport(LLM_NAVIGATE, ran=False, reason=reason)
     expansion: dict[int, NodeScore] = {}
+    lexical: dict[int, float] = {}
     if run.mode == "llm" and LLM_NAVIGATE in node_paths:
         reason = "llm mode: the LLM paths alone"
         run.paths[TREE_EXPANSION] = PathReport(TREE_EXPANSION, ran=False, reason=reason)
@@ -93,7 +98,20 @@ def node_level_chunks(
             settings.RETRIEVAL_GAMMA,
             settings.RETRIEVAL_DECAY,
         )
-        expansion = tree_expansion(nodes.values(), weights=weights)
+        share = settings.RETRIEVAL_LEXICAL_NODE_SHARE
+        if share > 0 and run.terms:
+            lexical = lexical_paths.node_scores(run.terms, document_ids=selected).scores
+            report = run.paths[LEXICAL]
+            detail = {**report.detail, "nodes_matched": len(lexical)}
+            run.paths[LEXICAL] = dataclasses.replace(report, detail=detail)
+            run.end_stage("lexical_nodes")
+        similarity = hybrid_similarity(
+            {node_id: node.similarity for node_id, node in nodes.items()}, lexical, share=share
+        )
+        expansion = tree_expansion(
+            (dataclasses.replace(node, similarity=similarity[node_id]) for node_id, node in nodes.items()),
+            weights=weights,
+        )
         node_paths[TREE_EXPANSION] = {node_id: score.total for node_id, score in expansion.items()}
         run.paths[TREE_EXPANSION] = PathReport(TREE_EXPANSION, ran=True, candidates=len(expansion))
         run.end_stage("tree_expansion")
@@ -124,9 +142,28 @@ def node_level_chunks(
         run.notes.append("Nothing fitted the budget whole: the best passage was cut to fit.")
     found_by = {item.key: item.paths for item in node_fused}
     return [
-        _node_chunk(c, rows[c.node.id], texts[c.node.id], expansion, titles, ranks, found_by)
+        _node_chunk(c, rows[c.node.id], texts[c.node.id], expansion, lexical, titles, ranks, found_by)
         for c in packed.chosen
     ]
+
+
+def hybrid_similarity(
+    cosine: Mapping[int, float], lexical: Mapping[int, float], *, share: float
+) -> dict[int, float]:
+    """The similarity TreeExpansion propagates: ``(1 - share) * cosine + share * BM25 / max BM25``.
+
+    A small model's cosines sit in a narrow band, and a passage that repeats the query's names
+    outscores the one that answers it; the lexical share lifts the nodes holding the query's
+    rarer words (a node without any keeps ``(1 - share) * cosine``). With no lexical scores
+    (share 0, or no query term found) the cosine is used as is.
+    """
+    best = max(lexical.values(), default=0.0)
+    if share <= 0 or best <= 0:
+        return dict(cosine)
+    return {
+        node_id: (1 - share) * value + share * lexical.get(node_id, 0.0) / best
+        for node_id, value in cosine.items()
+    }
 
 
 def _estimated_tokens(row: vector_paths.NodeRow) -> int:
@@ -139,6 +176,7 @@ def _node_chunk(
     row: vector_paths.NodeRow,
     text: str,
     expansion: Mapping[int, NodeScore],
+    lexical: Mapping[int, float],
     titles: Mapping[int, str],
     ranks: Mapping[int, int],
     found_by: Mapping[int, tuple[str, ...]],
@@ -158,6 +196,7 @@ def _node_chunk(
         scores=ChunkScores(
             fused=candidate.score,
             similarity=row.similarity,
+            lexical=lexical.get(row.id, 0.0) if lexical else None,
             inherited=score.inherited if score else None,
             child=score.child if score else None,
             tree_expansion=score.total if score else None,

@@ -17,10 +17,11 @@ MODES: tuple[str, ...] = ("bipath", "vector", "llm")
 
 # Path names, as they appear in ``paths``, ``found_by`` and per-path score maps.
 VECTOR = "vector"  # document level: nearest nodes through the HNSW index, max per document
+LEXICAL = "lexical"  # BM25 over full-text search: ranks documents; sharpens node similarity
 LLM_SELECT = "llm_select"  # document level: the LLM scores documents from their shallow outline
 LLM_NAVIGATE = "llm_navigate"  # node level: the LLM picks subtree roots from the outline
 TREE_EXPANSION = "tree_expansion"  # node level: exact similarity + tree propagation
-PATH_NAMES: tuple[str, ...] = (VECTOR, LLM_SELECT, LLM_NAVIGATE, TREE_EXPANSION)
+PATH_NAMES: tuple[str, ...] = (VECTOR, LEXICAL, LLM_SELECT, LLM_NAVIGATE, TREE_EXPANSION)
 
 
 class RetrievalInputError(ValueError):
@@ -83,6 +84,7 @@ class ChunkScores:
 
     fused: float
     similarity: float | None = None  # cosine of the query to the node (document: best node)
+    lexical: float | None = None  # BM25 of the node among its documents' nodes (document: in scope)
     inherited: float | None = None  # TreeExpansion S_inh
     child: float | None = None  # TreeExpansion S_child
     tree_expansion: float | None = None  # TreeExpansion total S
@@ -92,6 +94,7 @@ class ChunkScores:
         return {
             "fused": self.fused,
             "similarity": self.similarity,
+            "lexical": self.lexical,
             "inherited": self.inherited,
             "child": self.child,
             "tree_expansion": self.tree_expansion,

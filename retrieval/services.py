@@ -1,13 +1,17 @@
 """``retrieve()``: the one entry point of the query side (FABLE's online algorithm).
 
 1. Document level. The vector path takes the top-K nodes through HNSW and keeps each document's
-   best similarity. LLMselect scores a vector-shortlisted set of documents (at most
-   ``SHORTLIST_SIZE``) from their shallow outline. Both are fused on min-max normalised scores.
+   best similarity. The lexical path ranks documents by BM25 over full-text search
+   (``paths.lexical``): names and rare words of the query find the documents that mention them,
+   which a small embedding model blurs. LLMselect scores a shortlist of documents (at most
+   ``SHORTLIST_SIZE``, the best of the other two) from their shallow outline. All are fused on
+   min-max normalised scores, weighted by ``document_path_weights()``.
 2. Routing. The *selected* documents are those whose fused score is at least
    ``SELECTION_RATIO`` x the best one (at most ``MAX_SELECTED_DOCUMENTS``, in fused order). If
    they fit the budget together they are returned whole; otherwise the node level runs on them.
 3. Node level (``node_level``). LLMnavigate picks subtree roots from their outline;
-   TreeExpansion scores every node of them from exact similarities. Fused; LLM-chosen nodes are
+   TreeExpansion scores every node of them from exact similarities, sharpened by the node-level
+   BM25 of the lexical path. Fused; LLM-chosen nodes are
    packed first, then by score, without ancestor/descendant overlap; the chosen text comes back
    in document order.
 
@@ -38,9 +42,11 @@ from openfable.tokens import count_tokens
 from retrieval import cache
 from retrieval.fusion import Fused, fuse
 from retrieval.node_level import node_level_chunks
+from retrieval.paths import lexical as lexical_paths
 from retrieval.paths import llm as llm_paths
 from retrieval.paths import vector as vector_paths
 from retrieval.result import (
+    LEXICAL,
     LLM_NAVIGATE,
     LLM_SELECT,
     MODES,
@@ -63,8 +69,14 @@ MAX_QUERY_CHARS = 4000
 SHORTLIST_SIZE = 20  # documents LLMselect reads: keeps its prompt bounded as the corpus grows
 SELECTION_RATIO = 0.5  # routed documents: fused score >= this share of the best fused score
 MAX_SELECTED_DOCUMENTS = 10
-# Equal weights: neither path is known to be better; the benchmarks will say otherwise.
-DOCUMENT_PATH_WEIGHTS = {VECTOR: 1.0, LLM_SELECT: 1.0}
+LEXICAL_TOP_DOCUMENTS = 20  # the lexical path's best documents that enter fusion
+
+
+def document_path_weights() -> dict[str, float]:
+    """Fusion weights of the document-level paths. The lexical weight is a setting
+    (OPENFABLE_RETRIEVAL_LEXICAL_WEIGHT, default 2: on DragonBall and CUAD it found the gold
+    documents that the vector path ranked below others, see the README's benchmark section)."""
+    return {VECTOR: 1.0, LEXICAL: settings.RETRIEVAL_LEXICAL_WEIGHT, LLM_SELECT: 1.0}
 
 
 def retrieve(
@@ -209,6 +221,7 @@ class _Run:
     notes: list[str] = field(default_factory=list)
     usage: LLMUsage = field(default_factory=LLMUsage)
     llm_down: str = ""  # the LLM service failed: later LLM steps of this query are not tried
+    terms: list[str] = field(default_factory=list)  # the query's full-text search terms
     lap: float = 0.0
 
     def execute(self, version: int) -> RetrievalResult:
@@ -231,21 +244,29 @@ class _Run:
         detail = {"strategy": search.strategy, "ef_search": search.ef_search, "top_k": top_k}
         self.paths[VECTOR] = PathReport(VECTOR, ran=True, candidates=len(vector_scores), detail=detail)
         self.end_stage("vector")
+        retrieval_paths = {VECTOR: {pk: score.score for pk, score in vector_scores.items()}}
+        lexical_scores = self._lexical_documents()
+        if lexical_scores:
+            retrieval_paths[LEXICAL] = lexical_scores
+        self.end_stage("lexical")
 
-        info = self._document_info(vector_scores)
+        weights = document_path_weights()
+        shortlist = [
+            item.key for item in fuse(retrieval_paths, weights={n: weights[n] for n in retrieval_paths})
+        ]
+        info = self._document_info(shortlist)
         self.end_stage("document_info")
-        llm_scores = (
-            self._llm_select(vector_scores, info) if self.uses_llm and self.mode != "vector" else None
-        )
+        llm_scores = self._llm_select(shortlist, info) if self.uses_llm and self.mode != "vector" else None
         doc_paths: dict[str, dict[int, float]] = {}
         if llm_scores is not None:
             doc_paths[LLM_SELECT] = llm_scores
         if self.mode != "llm" or llm_scores is None:
-            doc_paths[VECTOR] = {pk: score.score for pk, score in vector_scores.items()}
+            doc_paths.update(retrieval_paths)
         else:
             reason = "llm mode: used only to shortlist documents for LLMselect"
-            self.paths[VECTOR] = dataclasses.replace(self.paths[VECTOR], reason=reason)
-        fused = fuse(doc_paths, {name: DOCUMENT_PATH_WEIGHTS[name] for name in doc_paths})
+            for name in retrieval_paths:
+                self.paths[name] = dataclasses.replace(self.paths[name], reason=reason)
+        fused = fuse(doc_paths, {name: weights[name] for name in doc_paths})
         fused = [item for item in fused if item.key in info]  # a document deleted meanwhile
         ranks = {item.key: rank for rank, item in enumerate(fused)}
         selected = select_documents(fused)
@@ -306,14 +327,38 @@ class _Run:
             notes=tuple(self.notes),
         )
 
-    def _document_info(self, vector_scores: Mapping[int, object]) -> dict[int, _DocumentInfo]:
-        """Titles, sizes and roots of the vector path's documents, plus (when LLMselect can read
+    def _lexical_documents(self) -> dict[int, float]:
+        """The lexical path at the document level: the best ``LEXICAL_TOP_DOCUMENTS`` by BM25."""
+        weight = settings.RETRIEVAL_LEXICAL_WEIGHT
+        self.terms = lexical_paths.query_terms(self.query)
+        if weight <= 0 and settings.RETRIEVAL_LEXICAL_NODE_SHARE <= 0:
+            reason = "turned off (OPENFABLE_RETRIEVAL_LEXICAL_WEIGHT and _NODE_SHARE are 0)"
+            self.paths[LEXICAL] = PathReport(LEXICAL, ran=False, reason=reason)
+            self.terms = []
+            return {}
+        if not self.terms:
+            reason = "the query has no searchable words (only stop words, numbers or symbols)"
+            self.paths[LEXICAL] = PathReport(LEXICAL, ran=False, reason=reason)
+            return {}
+        detail: dict[str, Any] = {"terms": self.terms}
+        if weight <= 0:
+            reason = "document level turned off (OPENFABLE_RETRIEVAL_LEXICAL_WEIGHT is 0)"
+            self.paths[LEXICAL] = PathReport(LEXICAL, ran=True, reason=reason, detail=detail)
+            return {}
+        found = lexical_paths.document_scores(self.terms, document_ids=self.scope.document_ids)
+        best = sorted(found.scores.items(), key=lambda item: (-item[1], item[0]))[:LEXICAL_TOP_DOCUMENTS]
+        detail["documents_in_scope"] = found.considered
+        self.paths[LEXICAL] = PathReport(LEXICAL, ran=True, candidates=len(best), detail=detail)
+        return dict(best)
+
+    def _document_info(self, candidates: Sequence[int]) -> dict[int, _DocumentInfo]:
+        """Titles, sizes and roots of the candidate documents, plus (when LLMselect can read
         the whole scope) every other indexed document in scope. Two queries at most."""
         root = Node.objects.filter(document=OuterRef("pk"), kind=Node.Kind.ROOT).values("pk")[:1]
         rows = Document.objects.annotate(root_id=Subquery(root)).values_list(
             "pk", "title", "token_count", "root_id"
         )
-        info = {row[0]: _DocumentInfo(*row[1:]) for row in rows.filter(pk__in=list(vector_scores))}
+        info = {row[0]: _DocumentInfo(*row[1:]) for row in rows.filter(pk__in=list(candidates))}
         if self.uses_llm and self.mode != "vector":
             in_scope = rows.filter(root_id__isnull=False)
             if self.scope.document_ids is not None:
@@ -325,11 +370,12 @@ class _Run:
         return info
 
     def _llm_select(
-        self, vector_scores: Mapping[int, vector_paths.DocumentVectorScore], info: Mapping[int, _DocumentInfo]
+        self, ranked: Sequence[int], info: Mapping[int, _DocumentInfo]
     ) -> dict[int, float] | None:
-        ranked = sorted(vector_scores.values(), key=lambda score: (-score.score, score.document_id))
-        shortlist = [score.document_id for score in ranked[:SHORTLIST_SIZE]]
-        shortlist += sorted(pk for pk in info if pk not in vector_scores)[: SHORTLIST_SIZE - len(shortlist)]
+        """LLMselect over the best ``SHORTLIST_SIZE`` of the vector and lexical paths (topped up
+        with other documents in scope when they find fewer)."""
+        shortlist = [pk for pk in ranked if pk in info][:SHORTLIST_SIZE]
+        shortlist += sorted(pk for pk in info if pk not in shortlist)[: SHORTLIST_SIZE - len(shortlist)]
         outcome, outline = llm_paths.llm_select(
             LLMClient.from_settings(),  # built per query: settings (and tests' overrides) read now
             query=self.query,
@@ -364,7 +410,10 @@ class _Run:
                     text=text,
                     token_count=count_tokens(text),
                     scores=ChunkScores(
-                        item.score, similarity=item.raw.get(VECTOR), llm=item.raw.get(LLM_SELECT)
+                        item.score,
+                        similarity=item.raw.get(VECTOR),
+                        lexical=item.raw.get(LEXICAL),
+                        llm=item.raw.get(LLM_SELECT),
                     ),
                     found_by=item.paths,
                 )

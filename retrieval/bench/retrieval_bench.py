@@ -13,7 +13,8 @@ ingestion, or else through their content). Then, per budget:
   packed smallest first into the budget: the best any ranking over these leaves could do;
 - ``bm25`` / ``dense``: flat 128-token chunks (see ``baselines``), same embedding model;
 - ``vector`` (and ``bipath``, ``llm`` with an LLM configured): ``retrieval.services.retrieve``
-  over the collection, without the query cache.
+  over the collection, without the query cache; ``vector-no-lexical``: vector mode with the
+  lexical path turned off (the ablation that shows what it adds).
 
 Recall and EIR are RAGEval's (see ``metrics``). Queries without references are skipped and
 counted. Beside them: "right document found" (share of the query's gold documents from which at
@@ -45,7 +46,16 @@ from retrieval.bench.metrics import (
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000, 8000)
 REFERENCE_METHODS = ("ceiling", "oracle")
 BASELINE_METHODS = ("bm25", "dense")
-ENGINE_MODES = ("vector", "bipath", "llm")
+# Engine methods: retrieve() in a mode, with settings changed for an ablation. "vector-no-lexical"
+# is vector mode without the lexical path, so every run shows what that path adds.
+NO_LEXICAL = {"RETRIEVAL_LEXICAL_WEIGHT": 0.0, "RETRIEVAL_LEXICAL_NODE_SHARE": 0.0}
+ENGINE_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "vector-no-lexical": ("vector", NO_LEXICAL),
+    "vector": ("vector", {}),
+    "bipath": ("bipath", {}),
+    "llm": ("llm", {}),
+}
+ENGINE_MODES = tuple(ENGINE_METHODS)
 ALL_METHODS = (*REFERENCE_METHODS, *BASELINE_METHODS, *ENGINE_MODES)
 TYPE_TABLE_BUDGETS = (1000, 4000)  # per-query-type recall is shown at these (when run)
 
@@ -460,15 +470,20 @@ def _percentiles(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def _engine_retrieve(query: str, budget: int, mode: str, collection: Any) -> Any:
+def _engine_retrieve(query: str, budget: int, method: str, collection: Any) -> Any:
+    from django.test import override_settings
+
     from retrieval.services import retrieve
 
+    mode, changed_settings = ENGINE_METHODS[method]
     kwargs: dict[str, Any] = {"query": query, "token_budget": budget, "mode": mode}
     if collection is not None:
         kwargs["collection"] = collection.slug
     if "use_cache" in inspect.signature(retrieve).parameters:
         kwargs["use_cache"] = False  # a benchmark measures the engine, not the cache
-    return retrieve(**kwargs)
+    # override_settings is Django's supported way to change settings for one block of code.
+    with override_settings(**changed_settings):
+        return retrieve(**kwargs)
 
 
 def _leaves(collection: Any, pk_to_doc: dict[int, Any]) -> list[tuple[Any, str, int]]:

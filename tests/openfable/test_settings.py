@@ -33,6 +33,14 @@ def test_a_non_integer_setting_is_named_with_its_fix() -> None:
     assert "OPENFABLE_EMBEDDING_BATCH_SIZE=0 is out of range" in result.stderr
 
 
+def test_a_number_outside_its_bounds_is_named_with_its_range() -> None:
+    result = _check({"OPENFABLE_RETRIEVAL_LEXICAL_NODE_SHARE": "1.5", "OPENFABLE_RETRIEVAL_DECAY": "nan"})
+    assert result.returncode != 0
+    assert "OPENFABLE_RETRIEVAL_LEXICAL_NODE_SHARE=1.5 is above 1.0" in result.stderr
+    assert "Set OPENFABLE_RETRIEVAL_LEXICAL_NODE_SHARE to a number between 0.0 and 1.0" in result.stderr
+    assert "OPENFABLE_RETRIEVAL_DECAY=nan is not a finite number" in result.stderr
+
+
 def test_a_production_start_without_a_secret_key_is_refused() -> None:
     db = connection.settings_dict
     url = f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}"

@@ -23,7 +23,7 @@ from retrieval.paths.llm import (
     parse_scores,
     select_messages,
 )
-from retrieval.result import LLM_NAVIGATE, LLM_SELECT, TREE_EXPANSION, VECTOR
+from retrieval.result import LEXICAL, LLM_NAVIGATE, LLM_SELECT, TREE_EXPANSION, VECTOR
 from retrieval.services import retrieve
 from tests.fakes.fixtures import scripted_openai  # noqa: F401
 from tests.fakes.openai_server import ScriptedOpenAIServer, status
@@ -192,9 +192,9 @@ def test_bipath_uses_both_llm_paths_and_packs_the_llm_choice_first(
     )
     result = retrieve(query=MONITORING_QUERY, token_budget=100)
     assert result.mode == "bipath"  # the default once an LLM is configured
-    assert result.paths_run == [VECTOR, LLM_SELECT, LLM_NAVIGATE, TREE_EXPANSION]
+    assert result.paths_run == [VECTOR, LEXICAL, LLM_SELECT, LLM_NAVIGATE, TREE_EXPANSION]
     assert result.documents[0].document_id == volcanoes.id
-    assert result.documents[0].found_by == (LLM_SELECT, VECTOR)
+    assert result.documents[0].found_by == (LLM_SELECT, VECTOR, LEXICAL)
     assert result.documents[0].path_scores[LLM_SELECT] == 0.9
     chosen = {chunk.node_id: chunk for chunk in result.chunks}
     assert lava in chosen
@@ -237,7 +237,7 @@ def test_invalid_json_fails_the_path_and_the_vector_paths_carry_the_query(
         path = result.path(name)
         assert path is not None and path.failed
         assert "not valid JSON" in path.reason and "fell back to the vector path" in path.reason
-    assert result.paths_run == [VECTOR, TREE_EXPANSION]
+    assert result.paths_run == [VECTOR, LEXICAL, TREE_EXPANSION]
     assert result.documents[0].document_id == corpus.volcanoes.id
     assert result.chunks and result.total_tokens <= 100
     assert result.llm_usage.calls == 2
@@ -253,7 +253,7 @@ def test_a_failing_llm_falls_back_to_the_vector_path(llm: ScriptedOpenAIServer, 
     navigate = result.path(LLM_NAVIGATE)
     assert navigate is not None and not navigate.ran and "not tried" in navigate.reason
     assert len(llm.chat_requests) == 2  # one LLMselect call plus one retry; LLMnavigate not tried
-    assert result.paths_run == [VECTOR, TREE_EXPANSION]
+    assert result.paths_run == [VECTOR, LEXICAL, TREE_EXPANSION]
     assert result.chunks[0].document_id == corpus.volcanoes.id
     assert not retrieve(query=MONITORING_QUERY, token_budget=100).cached  # failures are not cached
     data = json.loads(json.dumps(result.to_dict()))
@@ -270,7 +270,7 @@ def test_llm_mode_uses_the_llm_paths_alone_and_falls_back_when_they_fail(
         {"nodes": [{"id": seismometers, "score": 1.0}]},
     )
     result = retrieve(query=MONITORING_QUERY, token_budget=100, mode="llm")
-    assert result.paths_run == [VECTOR, LLM_SELECT, LLM_NAVIGATE]  # vector only shortlisted
+    assert result.paths_run == [VECTOR, LEXICAL, LLM_SELECT, LLM_NAVIGATE]  # vector, lexical: shortlist
     assert "shortlist" in result.path(VECTOR).reason  # type: ignore[union-attr]
     assert [chunk.node_id for chunk in result.chunks] == [seismometers]
     assert result.chunks[0].found_by == (LLM_NAVIGATE,)
@@ -278,7 +278,7 @@ def test_llm_mode_uses_the_llm_paths_alone_and_falls_back_when_they_fail(
     llm.chat_default = status(500)
     fallback = retrieve(query="volcano ash", token_budget=100, mode="llm")
     assert fallback.mode == "llm" and fallback.chunks
-    assert fallback.paths_run == [VECTOR, TREE_EXPANSION]
+    assert fallback.paths_run == [VECTOR, LEXICAL, TREE_EXPANSION]
     assert any("vector paths answered instead" in note for note in fallback.notes)
 
 

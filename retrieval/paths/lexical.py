@@ -1,0 +1,161 @@
+"""The lexical path: BM25 over PostgreSQL full-text search.
+
+``Node.search`` is a generated tsvector (``documents.models.SEARCH_CONFIG`` stemming: a leaf's
+own text, an internal node's title and summary) under the GIN index ``node_search_gin``.
+
+Why BM25 and not ``ts_rank``: ``ts_rank`` has no inverse document frequency, so a word found in
+every document ("company", "agreement") counts as much as the name that singles out the one
+document a query is about -- and names are exactly what dense embeddings of a small model blur.
+BM25 weighs each query word by its rarity. PostgreSQL supplies the term statistics: the GIN
+index finds the nodes holding a query word and ``unnest(tsvector)`` gives each word's frequency
+in them; the arithmetic below is the textbook Okapi BM25 (k1 = ``K1``, b = ``B``):
+
+    idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+    BM25(d, q)  = sum over query terms t in d of
+                  idf(t) * tf(t, d) * (K1 + 1) / (tf(t, d) + K1 * (1 - B + B * len(d) / avglen))
+
+Two levels, two notions of "document":
+
+- ``document_scores`` (document level): a document's term frequency is the sum over its leaves,
+  its length its token count; N and df count the indexed documents in scope. Names and rare
+  terms of the query pick the documents that mention them.
+- ``node_scores`` (node level): every node of the selected documents is a BM25 document of its
+  own, its length the number of distinct terms in its tsvector; N and df count those nodes only.
+  A word that names the selected document itself appears in many of its nodes and so weighs
+  little there, while the words that single out one passage ("CEO", "dividend") weigh most.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from django.db import connection
+
+from documents.models import SEARCH_CONFIG, Document, Node
+
+K1 = 1.2
+B = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalScores:
+    scores: dict[int, float]  # id (document or node) -> BM25, only those matching a query term
+    considered: int  # N: documents or nodes the statistics were taken over
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's search terms, stemmed and without stop words as the index stores them."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))", [SEARCH_CONFIG, query])
+        (terms,) = cursor.fetchone()
+    return sorted(terms or [])
+
+
+def tsquery_any(terms: Sequence[str]) -> str:
+    """A tsquery text matching any of ``terms`` (each quoted: terms may hold any character)."""
+    return " | ".join("'" + term.replace("\\", "\\\\").replace("'", "''") + "'" for term in terms)
+
+
+def bm25(
+    frequencies: Mapping[int, Mapping[str, int]],
+    lengths: Mapping[int, float],
+    *,
+    considered: int,
+    average_length: float,
+) -> dict[int, float]:
+    """Okapi BM25 of every item in ``frequencies`` (item -> term -> frequency).
+
+    Document frequencies are counted from ``frequencies`` itself, so it must hold every item of
+    the ``considered`` that contains a query term (the others score 0 and may be left out).
+    """
+    document_frequency: dict[str, int] = defaultdict(int)
+    for terms in frequencies.values():
+        for term in terms:
+            document_frequency[term] += 1
+    idf = {
+        term: math.log(1 + (considered - df + 0.5) / (df + 0.5)) for term, df in document_frequency.items()
+    }
+    average = average_length if average_length > 0 else 1.0
+    scores: dict[int, float] = {}
+    for item, terms in frequencies.items():
+        norm = K1 * (1 - B + B * lengths.get(item, average) / average)
+        scores[item] = sum(idf[term] * tf * (K1 + 1) / (tf + norm) for term, tf in terms.items())
+    return scores
+
+
+def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None) -> LexicalScores:
+    """BM25 of the indexed documents in scope (``document_ids``; None: all) holding a query term.
+
+    One query: the scope's size and mean length, and the term frequencies summed over the leaves
+    the GIN index finds.
+    """
+    if not terms:
+        return LexicalScores({}, 0)
+    indexed = Document.objects.filter(nodes__kind=Node.Kind.ROOT)
+    if document_ids is not None:
+        indexed = indexed.filter(pk__in=document_ids)
+    scope_sql, scope_params = indexed.values("pk", "token_count").query.sql_with_params()
+    node_table = connection.ops.quote_name(Node._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH scope (id, length) AS MATERIALIZED ({scope_sql}), "
+            "stats AS (SELECT count(*) AS considered, coalesce(avg(length), 0) AS average FROM scope) "
+            "SELECT stats.considered, stats.average, found.document_id, found.lexeme, found.tf, found.length "
+            "FROM stats LEFT JOIN ("
+            "  SELECT n.document_id, t.lexeme, sum(coalesce(array_length(t.positions, 1), 1)) AS tf, "
+            "         max(scope.length) AS length "
+            f"  FROM {node_table} n JOIN scope ON scope.id = n.document_id "
+            "   CROSS JOIN LATERAL unnest(n.search) t "
+            "  WHERE n.search @@ %s::tsquery AND n.kind = %s AND t.lexeme = ANY(%s) "
+            "  GROUP BY n.document_id, t.lexeme"
+            ") found ON true",
+            [*scope_params, tsquery_any(terms), Node.Kind.LEAF, list(terms)],
+        )
+        rows = cursor.fetchall()
+    considered, average_length = int(rows[0][0]), float(rows[0][1])
+    frequencies: dict[int, dict[str, int]] = defaultdict(dict)
+    lengths: dict[int, float] = {}
+    for _, _, document_id, term, frequency, length in rows:
+        if document_id is None:
+            continue  # the stats row alone: no document holds a query term
+        frequencies[document_id][term] = int(frequency)
+        lengths[document_id] = float(length)
+    scores = bm25(frequencies, lengths, considered=considered, average_length=average_length)
+    return LexicalScores(scores, considered)
+
+
+def node_scores(terms: Sequence[str], *, document_ids: Sequence[int]) -> LexicalScores:
+    """BM25 of every node of these documents, each node a BM25 document of its own (see the
+    module docstring); one query. Nodes without a query term are left out (score 0)."""
+    if not terms or not document_ids:
+        return LexicalScores({}, 0)
+    node_table = connection.ops.quote_name(Node._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH nodes AS MATERIALIZED ("
+            f"  SELECT id, search, length(search) AS terms FROM {node_table} "
+            "   WHERE document_id = ANY(%s)), "
+            "stats AS (SELECT count(*) AS considered, coalesce(avg(terms), 0) AS average FROM nodes) "
+            "SELECT n.id, n.terms, t.lexeme, coalesce(array_length(t.positions, 1), 1), "
+            "       stats.considered, stats.average "
+            "FROM stats LEFT JOIN (nodes n CROSS JOIN LATERAL unnest(n.search) t) "
+            "  ON t.lexeme = ANY(%s)",
+            [list(document_ids), list(terms)],
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        return LexicalScores({}, 0)
+    considered, average_length = int(rows[0][4]), float(rows[0][5])
+    frequencies: dict[int, dict[str, int]] = defaultdict(dict)
+    lengths: dict[int, float] = {}
+    for node_id, length, term, frequency, _, _ in rows:
+        if node_id is None:
+            continue  # the stats row alone: no node holds a query term
+        frequencies[node_id][term] = int(frequency)
+        lengths[node_id] = float(length)
+    return LexicalScores(
+        bm25(frequencies, lengths, considered=considered, average_length=average_length), considered
+    )

@@ -1,0 +1,175 @@
+"""The lexical path: BM25 over PostgreSQL full-text search (generated tsvector, GIN index)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+from django.db import connection
+
+from documents.models import Document, Node
+from retrieval.node_level import hybrid_similarity
+from retrieval.paths import lexical
+from tests.factories import DocumentFactory, NodeFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _document(title: str, paragraphs: Sequence[str], *, section: tuple[str, str] | None = None) -> Document:
+    """A root (and optionally one section) over one leaf per paragraph, spans exact."""
+    content = "\n\n".join(paragraphs)
+    document = DocumentFactory.create(title=title, content=content, token_count=len(content.split()))
+    root = NodeFactory.create(document=document, order=0, title=title, end_char=len(content))
+    parent, depth, order = root, 1, 1
+    if section is not None:
+        parent = NodeFactory.create(
+            document=document,
+            parent=root,
+            kind="section",
+            depth=1,
+            order=1,
+            title=section[0],
+            summary=section[1],
+            end_char=len(content),
+        )
+        depth, order = 2, 2
+    start = 0
+    for index, text in enumerate(paragraphs):
+        Node.objects.create(
+            document=document,
+            parent=parent,
+            kind="leaf",
+            depth=depth,
+            ordinal=index,
+            order=order + index,
+            start_char=start,
+            end_char=start + len(text),
+            content=text,
+            token_count=len(text.split()),
+        )
+        start += len(text) + 2
+    return document
+
+
+# -- terms and BM25 arithmetic -----------------------------------------------------------------------
+
+
+def test_query_terms_are_stemmed_and_stop_words_dropped() -> None:
+    assert lexical.query_terms("When did the companies appoint new CEOs?") == [
+        "appoint",
+        "ceo",
+        "compani",
+        "new",
+    ]
+    assert lexical.query_terms("the of and to") == []
+
+
+def test_any_term_text_is_a_valid_tsquery() -> None:
+    # Quotes and backslashes in a term must not break (or inject into) the query.
+    awkward = ["o'brien", "back\\slash", "a|b", "x&y", "(paren"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::tsquery", [lexical.tsquery_any(awkward)])
+        (parsed,) = cursor.fetchone()
+    assert parsed.count("|") >= len(awkward) - 1
+
+
+def test_bm25_weighs_rare_terms_above_common_ones() -> None:
+    # "common" is in every item, "rare" in one: the item with the rare term wins.
+    frequencies = {1: {"common": 1}, 2: {"common": 1, "rare": 1}, 3: {"common": 1}}
+    scores = lexical.bm25(frequencies, {1: 10, 2: 10, 3: 10}, considered=3, average_length=10)
+    assert scores[2] > scores[1] == scores[3] > 0
+
+
+def test_bm25_saturates_term_frequency_and_normalises_length() -> None:
+    frequencies = {1: {"word": 1}, 2: {"word": 2}, 3: {"word": 20}, 4: {"word": 1}}
+    scores = lexical.bm25(frequencies, {1: 10, 2: 10, 3: 10, 4: 40}, considered=10, average_length=10)
+    assert scores[1] < scores[2] < scores[3]
+    assert scores[3] < 2.2 * scores[1]  # saturation: (K1 + 1) times a single occurrence at most
+    assert scores[4] < scores[1]  # the same single occurrence in a longer text counts less
+    idf = math.log(1 + (10 - 4 + 0.5) / (4 + 0.5))
+    assert scores[1] == pytest.approx(idf)  # tf 1 at average length: exactly the idf
+
+
+# -- document level ---------------------------------------------------------------------------------
+
+
+def test_document_scores_find_the_document_that_names_the_query_entity() -> None:
+    named = _document(
+        "Green Fields",
+        ["Green Fields Agriculture Ltd. appointed a new CEO in January 2021.", "Revenue grew in 2021."],
+    )
+    other = _document(
+        "Blue Ocean", ["Blue Ocean Shipping appointed a new CEO in March 2020.", "Revenue fell."]
+    )
+    _document("Recipes", ["Bake the bread at 220 degrees."])
+    terms = lexical.query_terms("When did Green Fields Agriculture appoint its CEO?")
+    found = lexical.document_scores(terms, document_ids=None)
+    assert found.considered == 3
+    assert set(found.scores) == {named.pk, other.pk}  # the recipes share no term
+    assert found.scores[named.pk] > found.scores[other.pk] > 0
+
+
+def test_document_scores_respect_the_scope_and_skip_unindexed_documents() -> None:
+    inside = _document("A", ["The turbine blade inspection schedule."])
+    outside = _document("B", ["Turbine blade repairs and inspection."])
+    DocumentFactory.create(content="Turbine blade, not indexed yet: no nodes.")
+    terms = lexical.query_terms("turbine blade inspection")
+    assert set(lexical.document_scores(terms, document_ids=[inside.pk]).scores) == {inside.pk}
+    everything = lexical.document_scores(terms, document_ids=None)
+    assert set(everything.scores) == {inside.pk, outside.pk} and everything.considered == 2
+    assert lexical.document_scores([], document_ids=None).scores == {}
+
+
+def test_the_document_level_query_can_use_the_gin_index() -> None:
+    _document("A", ["The turbine blade inspection schedule."])
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny table: make the planner show its options
+        cursor.execute(
+            "EXPLAIN SELECT id FROM documents_node WHERE search @@ %s::tsquery",
+            [lexical.tsquery_any(["turbin", "blade"])],
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "node_search_gin" in plan, plan
+
+
+def test_the_search_column_follows_edits() -> None:
+    document = _document("A", ["Plain words here."], section=("Overview", "General remarks."))
+    section = Node.objects.get(document=document, kind="section")
+    terms = lexical.query_terms("hydraulic pumps")
+    assert lexical.node_scores(terms, document_ids=[document.pk]).scores == {}
+    section.summary = "Maintenance of the hydraulic pumps."
+    section.save()
+    assert set(lexical.node_scores(terms, document_ids=[document.pk]).scores) == {section.pk}
+
+
+# -- node level -------------------------------------------------------------------------------------
+
+
+def test_node_scores_discount_words_that_name_the_document_itself() -> None:
+    # "Green Fields" is in every paragraph: inside this document it singles nothing out, while
+    # "dividend" is in one paragraph only, which must win over a paragraph that repeats the name.
+    document = _document(
+        "Green Fields",
+        [
+            "Green Fields expanded its farmland. Green Fields hired staff at Green Fields farms.",
+            "A dividend of $5 million was paid to shareholders.",
+            "Green Fields invested in irrigation.",
+        ],
+        section=("Green Fields in 2021", "Green Fields results and investments."),
+    )
+    leaves = list(Node.objects.filter(document=document, kind="leaf").order_by("order"))
+    found = lexical.node_scores(lexical.query_terms("Green Fields dividend"), document_ids=[document.pk])
+    assert found.considered == 5  # root, section, three leaves
+    assert found.scores[leaves[1].pk] > found.scores[leaves[0].pk]
+    assert found.scores[leaves[1].pk] == max(found.scores.values())
+    assert lexical.node_scores(["dividend"], document_ids=[]).scores == {}
+
+
+def test_hybrid_similarity_lifts_the_lexical_match_within_a_narrow_cosine_band() -> None:
+    cosine = {1: 0.84, 2: 0.82, 3: 0.80}
+    mixed = hybrid_similarity(cosine, {2: 6.0, 3: 1.0}, share=0.15)
+    assert mixed[2] > mixed[1] > mixed[3]
+    assert mixed[2] == pytest.approx(0.85 * 0.82 + 0.15)
+    assert hybrid_similarity(cosine, {2: 6.0}, share=0.0) == cosine
+    assert hybrid_similarity(cosine, {}, share=0.15) == cosine
