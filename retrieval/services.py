@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.db.models import OuterRef, Subquery
 
@@ -89,13 +90,16 @@ def retrieve(
     tags: Sequence[str] | None = None,
     user: Any = None,
     use_cache: bool = True,
+    query_embedding: np.ndarray | None = None,
 ) -> RetrievalResult:
     """The most relevant text for ``query`` within ``token_budget`` tokens, in document order.
 
     ``collection`` (slug or id), ``documents`` (ids) and ``tags`` (documents carrying all of
     them) restrict the corpus; ``user`` restricts it to the collections that user may read
-    (None: no restriction, for trusted callers). Raises ``RetrievalInputError`` for input the
-    caller can fix; LLM failures never raise (see the module docstring).
+    (None: no restriction, for trusted callers). ``query_embedding`` is the query's vector when
+    the caller has it already (a benchmark over synthetic vectors); by default the configured
+    embedder embeds ``query``. Raises ``RetrievalInputError`` for input the caller can fix; LLM
+    failures never raise (see the module docstring).
     """
     started = time.perf_counter()
     query = _clean_query(query)
@@ -119,7 +123,12 @@ def retrieve(
         return dataclasses.replace(
             hit, cached=True, llm_usage=LLMUsage(), timings_ms={"cache": elapsed, "total": elapsed}
         )
-    run = _Run(query=query, budget=budget, mode=mode, scope=scope, uses_llm=uses_llm, started=started)
+    vector = _check_embedding(query_embedding)
+    if vector is not None:
+        use_cache = False  # the cache is keyed on the query text, not on a caller's vector
+    run = _Run(
+        query=query, budget=budget, mode=mode, scope=scope, uses_llm=uses_llm, started=started, vector=vector
+    )
     result = run.execute(version)
     # A failed LLM call may be transient: do not pin its fallback answer in the cache.
     if use_cache and not any(path.failed for path in result.paths):
@@ -189,6 +198,19 @@ def _check_budget(token_budget: object) -> int:
     return token_budget
 
 
+def _check_embedding(vector: object) -> np.ndarray | None:
+    if vector is None:
+        return None
+    array = np.asarray(vector, dtype=np.float32)
+    dimensions = settings.EMBEDDING_DIMENSIONS
+    if array.shape != (dimensions,) or not np.all(np.isfinite(array)):
+        raise RetrievalInputError(
+            f"The query embedding must be {dimensions} finite numbers (OPENFABLE_EMBEDDING_DIMENSIONS), "
+            f"got an array of shape {array.shape}."
+        )
+    return array
+
+
 def _resolve_mode(mode: str | None) -> str:
     if mode is None or (isinstance(mode, str) and not mode.strip()):
         return "bipath" if llm_configured() else "vector"
@@ -216,6 +238,7 @@ class _Run:
     scope: Scope
     uses_llm: bool
     started: float
+    vector: np.ndarray | None = None  # the query's embedding, when the caller gave it
     timings: dict[str, float] = field(default_factory=dict)
     paths: dict[str, PathReport] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -234,7 +257,7 @@ class _Run:
                 self.paths[name] = PathReport(name, ran=False, reason=reason)
             if self.mode == "llm":
                 self.notes.append("llm mode without a configured LLM: the vector paths answered instead.")
-        vector = get_embedder().embed_query(self.query)
+        vector = self.vector if self.vector is not None else get_embedder().embed_query(self.query)
         self.end_stage("embed")
         top_k = settings.RETRIEVAL_TOP_K
         search = vector_paths.nearest_nodes(

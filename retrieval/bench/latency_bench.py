@@ -11,8 +11,8 @@ meanwhile). Then ANALYZE, and ``queries`` timed rounds, each with a query vector
 document:
 
 - ``vector`` mode through ``retrieval.services.retrieve`` (no cache): its own server-side
-  ``timings_ms`` (the embedding stage is bypassed: the query vector is handed in) and the wall time
-  of the call;
+  ``timings_ms`` (no embedding stage: the query vector is handed in as ``query_embedding``; the
+  query text, words of a random leaf, feeds the lexical path) and the wall time of the call;
 - the bare pgvector top-K: ``SELECT id FROM documents_node ORDER BY embedding <=> q LIMIT K``, at
   the ``hnsw.ef_search`` the engine's vector path uses and at pgvector's default (40).
 
@@ -23,7 +23,6 @@ is deleted afterwards unless ``keep``.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import math
 import time
 import uuid
@@ -39,6 +38,7 @@ from retrieval.bench.metrics import percentile
 
 Log = Callable[[str], None]
 WORDS_PER_LEAF = 60
+QUERY_WORDS = 5  # words per query text, drawn from a random leaf (the lexical path's input)
 VOCABULARY = 5000
 SYNTHETIC_MARK = "bench-latency"
 HNSW_INDEX = "node_embedding_hnsw"
@@ -164,7 +164,8 @@ def bench_latency(
         }
         picks = rng.integers(0, len(centres), size=queries)
         vectors = _unit(centres[picks] + _noise(rng, (queries,), dims, 0.9))
-        report.update(_time_queries(vectors, budget=budget, say=say))
+        texts = _query_texts(collection, queries, rng)
+        report.update(_time_queries(vectors, texts, budget=budget, say=say))
     finally:
         if not keep and not collection_slug:
             say("deleting the synthetic collection")
@@ -398,24 +399,25 @@ def _delete_collection(collection_pk: int) -> None:
 # -- timing --------------------------------------------------------------------------------------
 
 
-class _FixedQueryEmbedder:
-    """Hands retrieve() a precomputed query vector (the synthetic corpus has no text model)."""
+def _query_texts(collection: Any, count: int, rng: np.random.Generator) -> list[str]:
+    """Query texts for the lexical path: ``QUERY_WORDS`` words of a random leaf each, so every
+    query shares real terms with the corpus (the synthetic vocabulary is uniform: each word is in
+    about as many leaves as any other, a hard case for the lexical path)."""
+    from documents.models import Node
 
-    def __init__(self, dims: int) -> None:
-        self.model_name = "synthetic"
-        self.dimensions = dims
-        self.vector = np.zeros(dims, dtype=np.float32)
+    leaves = list(
+        Node.objects.filter(document__collection=collection, kind=Node.Kind.LEAF)
+        .order_by("?")
+        .values_list("content", flat=True)[:count]
+    )
+    texts = []
+    for index in range(count):
+        words = (leaves[index % len(leaves)] if leaves else "synthetic latency query").rstrip(".").split()
+        texts.append(" ".join(rng.choice(words, size=min(QUERY_WORDS, len(words)), replace=False)))
+    return texts
 
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.vector
 
-    def embed_passages(self, texts: Any) -> np.ndarray:
-        raise NotImplementedError("the latency benchmark embeds no passages")
-
-
-def _time_queries(vectors: np.ndarray, *, budget: int, say: Log) -> dict[str, Any]:
-    from unittest import mock
-
+def _time_queries(vectors: np.ndarray, texts: list[str], *, budget: int, say: Log) -> dict[str, Any]:
     from django.conf import settings
     from django.db import connection, transaction
 
@@ -426,22 +428,12 @@ def _time_queries(vectors: np.ndarray, *, budget: int, say: Log) -> dict[str, An
     ef_search = vector_paths.ef_search_for(top_k)
     bare_sql = "SELECT id FROM documents_node ORDER BY embedding <=> %s::vector LIMIT %s"
     exact_sql = "SELECT id FROM documents_node ORDER BY (embedding <=> %s::vector) + 0 LIMIT %s"
-    fixed = _FixedQueryEmbedder(vectors.shape[1])
-    accepts_vector = "query_embedding" in inspect.signature(services.retrieve).parameters
 
-    def run_vector(vector: np.ndarray) -> tuple[float, Any]:
-        fixed.vector = vector
-        kwargs: dict[str, Any] = {
-            "query": "synthetic latency query",
-            "token_budget": budget,
-            "mode": "vector",
-        }
-        if "use_cache" in inspect.signature(services.retrieve).parameters:
-            kwargs["use_cache"] = False
-        if accepts_vector:
-            kwargs["query_embedding"] = vector
+    def run_vector(vector: np.ndarray, text: str) -> tuple[float, Any]:
         tick = time.perf_counter()
-        result = services.retrieve(**kwargs)
+        result = services.retrieve(
+            query=text, token_budget=budget, mode="vector", use_cache=False, query_embedding=vector
+        )
         return (time.perf_counter() - tick) * 1000, result
 
     def run_bare(literal: str, ef: int | None, sql: str = bare_sql) -> tuple[float, list[int]]:
@@ -458,30 +450,29 @@ def _time_queries(vectors: np.ndarray, *, budget: int, say: Log) -> dict[str, An
     bare: list[float] = []
     bare_default: list[float] = []
     strategies: dict[str, int] = defaultdict(int)
-    with mock.patch.object(services, "get_embedder", lambda: fixed):
-        for vector in vectors[: min(5, len(vectors))]:  # warm caches and the connection
-            run_vector(vector)
-            run_bare(vector_paths.vector_literal(vector), ef_search)
-        say(f"timing {len(vectors)} queries")
-        for vector in vectors:
-            literal = vector_paths.vector_literal(vector)
-            ms, result = run_vector(vector)
-            wall.append(ms)
-            for stage, value in dict(result.timings_ms).items():
-                stages[stage].append(float(value))
-            path = result.path("vector") if hasattr(result, "path") else None
-            strategies[str((path.detail or {}).get("strategy", "?")) if path else "?"] += 1
-            bare.append(run_bare(literal, ef_search)[0])
-            bare_default.append(run_bare(literal, None)[0])
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN " + bare_sql, [vector_paths.vector_literal(vectors[0]), top_k])
-            plan = "\n".join(row[0] for row in cursor.fetchall())
-        overlap = []
-        for vector in vectors[:20]:  # how much of the exact top-K the index returns at that beam
-            literal = vector_paths.vector_literal(vector)
-            approximate = set(run_bare(literal, ef_search)[1])
-            exact = set(run_bare(literal, None, exact_sql)[1])
-            overlap.append(len(approximate & exact) / max(1, len(exact)))
+    for vector, text in list(zip(vectors, texts, strict=True))[:5]:  # warm caches and the connection
+        run_vector(vector, text)
+        run_bare(vector_paths.vector_literal(vector), ef_search)
+    say(f"timing {len(vectors)} queries")
+    for vector, text in zip(vectors, texts, strict=True):
+        literal = vector_paths.vector_literal(vector)
+        ms, result = run_vector(vector, text)
+        wall.append(ms)
+        for stage, value in dict(result.timings_ms).items():
+            stages[stage].append(float(value))
+        path = result.path("vector") if hasattr(result, "path") else None
+        strategies[str((path.detail or {}).get("strategy", "?")) if path else "?"] += 1
+        bare.append(run_bare(literal, ef_search)[0])
+        bare_default.append(run_bare(literal, None)[0])
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + bare_sql, [vector_paths.vector_literal(vectors[0]), top_k])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    overlap = []
+    for vector in vectors[:20]:  # how much of the exact top-K the index returns at that beam
+        literal = vector_paths.vector_literal(vector)
+        approximate = set(run_bare(literal, ef_search)[1])
+        exact = set(run_bare(literal, None, exact_sql)[1])
+        overlap.append(len(approximate & exact) / max(1, len(exact)))
 
     def summary(values: list[float]) -> dict[str, float]:
         return {"p50": round(percentile(values, 50), 2), "p95": round(percentile(values, 95), 2)}
@@ -491,7 +482,7 @@ def _time_queries(vectors: np.ndarray, *, budget: int, say: Log) -> dict[str, An
     bare_p50 = percentile(bare, 50)
     return {
         "queries": len(vectors),
-        "query_vector_passed": "query_embedding parameter" if accepts_vector else "patched embedder",
+        "query_words": QUERY_WORDS,
         "vector_server": summary(server),
         "vector_wall": summary(wall),
         "vector_stages": {stage: summary(values) for stage, values in stages.items()},
@@ -525,7 +516,7 @@ def format_latency(report: dict[str, Any]) -> str:
         f"| strategy {', '.join(report['vector_strategy'])}; target p50 <= {report['target_p50_ms']:.0f} ms: "
         f"{'met' if report['meets_target'] else 'NOT met'} |",
         f"| vector mode, wall time of retrieve() | {wall['p50']:.1f} | {wall['p95']:.1f} "
-        f"| query vector: {report['query_vector_passed']} |",
+        f"| query text: {report['query_words']} words of a random leaf (lexical path) |",
         f"| bare pgvector top-K, ef_search {bare['ef_search']} | {bare['p50']:.1f} | {bare['p95']:.1f} "
         f"| vector / bare p50 = {report['ratio_p50']}x; uses HNSW: {report['bare_uses_hnsw']}; "
         f"recall@K vs exact: {report['hnsw_recall_at_k']} |",

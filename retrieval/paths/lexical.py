@@ -39,6 +39,11 @@ from documents.models import SEARCH_CONFIG, Document, Node
 K1 = 1.2
 B = 0.75
 
+# A node's tsvector cut down to the query's terms (SQL parameter: the terms as text[]): mark them
+# with weight A, keep only A. Unnesting that gives one row per query term present, instead of
+# one per distinct word of the node, which is what keeps common query words affordable.
+QUERY_TERMS_ONLY = "ts_filter(setweight(n.search, 'A', %s::text[]), '{a}')"
+
 
 @dataclass(frozen=True, slots=True)
 class LexicalScores:
@@ -108,11 +113,11 @@ def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None)
             "  SELECT n.document_id, t.lexeme, sum(coalesce(array_length(t.positions, 1), 1)) AS tf, "
             "         max(scope.length) AS length "
             f"  FROM {node_table} n JOIN scope ON scope.id = n.document_id "
-            "   CROSS JOIN LATERAL unnest(n.search) t "
-            "  WHERE n.search @@ %s::tsquery AND n.kind = %s AND t.lexeme = ANY(%s) "
+            f"  CROSS JOIN LATERAL unnest({QUERY_TERMS_ONLY}) t "
+            "  WHERE n.search @@ %s::tsquery AND n.kind = %s "
             "  GROUP BY n.document_id, t.lexeme"
             ") found ON true",
-            [*scope_params, tsquery_any(terms), Node.Kind.LEAF, list(terms)],
+            [*scope_params, list(terms), tsquery_any(terms), Node.Kind.LEAF],
         )
         rows = cursor.fetchall()
     considered, average_length = int(rows[0][0]), float(rows[0][1])
@@ -141,8 +146,7 @@ def node_scores(terms: Sequence[str], *, document_ids: Sequence[int]) -> Lexical
             "stats AS (SELECT count(*) AS considered, coalesce(avg(terms), 0) AS average FROM nodes) "
             "SELECT n.id, n.terms, t.lexeme, coalesce(array_length(t.positions, 1), 1), "
             "       stats.considered, stats.average "
-            "FROM stats LEFT JOIN (nodes n CROSS JOIN LATERAL unnest(n.search) t) "
-            "  ON t.lexeme = ANY(%s)",
+            f"FROM stats LEFT JOIN (nodes n CROSS JOIN LATERAL unnest({QUERY_TERMS_ONLY}) t) ON true",
             [list(document_ids), list(terms)],
         )
         rows = cursor.fetchall()
