@@ -173,6 +173,30 @@ class Node(models.Model):
         return self.toc_path or self.title or f"{self.kind} {self.pk}"
 
 
+class DocumentTerm(models.Model):
+    """The lexical path's inverted index: how often each search term occurs in a document's leaves.
+
+    Derived from the leaves' ``Node.search`` by ``documents.services.document_terms_refresh``
+    whenever a tree is written. Document-level BM25 reads only the rows of the query's terms
+    through the (term, document) index, never the wide node rows; node-level BM25 reads the
+    nodes' own tsvectors.
+    """
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="terms")
+    term = models.TextField(help_text="a lexeme as the search configuration stems it")
+    frequency = models.PositiveIntegerField(help_text="occurrences in the document's leaves")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["term", "document"], include=["frequency"], name="document_term_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.term} x{self.frequency} in document {self.document_id}"
+
+
 class IngestionJob(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"

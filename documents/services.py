@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils.text import slugify
 
@@ -31,6 +31,27 @@ def corpus_version_bump() -> int:
     if not updated:
         CorpusVersion.objects.get_or_create(pk=1, defaults={"version": 1})
     return int(CorpusVersion.objects.values_list("version", flat=True).get(pk=1))
+
+
+# Rebuilds the rows of documents.DocumentTerm for the documents given (parameter: id array) from
+# their leaves' tsvectors (migration 0005 runs the same statement over every existing tree).
+DOCUMENT_TERMS_SQL = (
+    "INSERT INTO documents_documentterm (document_id, term, frequency) "
+    "SELECT n.document_id, t.lexeme, sum(coalesce(array_length(t.positions, 1), 1)) "
+    "FROM documents_node n CROSS JOIN LATERAL unnest(n.search) t "
+    "WHERE n.kind = 'leaf' AND n.document_id = ANY(%s) "
+    "GROUP BY n.document_id, t.lexeme"
+)
+
+
+def document_terms_refresh(document_ids: list[int]) -> None:
+    """Rewrite the lexical index (``DocumentTerm``) of these documents from their current leaves.
+
+    Call it in the transaction that writes a tree, so the index never disagrees with the nodes.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM documents_documentterm WHERE document_id = ANY(%s)", [document_ids])
+        cursor.execute(DOCUMENT_TERMS_SQL, [document_ids])
 
 
 def collection_create(*, name: str, slug: str = "", owner: AbstractBaseUser | None = None) -> Collection:

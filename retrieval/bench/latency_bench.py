@@ -180,7 +180,7 @@ def _generate(
     *, nodes: int, per_document: int, dims: int, rng: np.random.Generator, rebuild_index: bool, say: Log
 ) -> tuple[Any, np.ndarray, dict[str, Any]]:
     from documents.models import Document
-    from documents.services import collection_create, corpus_version_bump
+    from documents.services import DOCUMENT_TERMS_SQL, collection_create, corpus_version_bump
     from openfable.tokens import count_tokens
 
     template = tree_template(per_document)
@@ -257,8 +257,13 @@ def _generate(
                     load["index_build_s"] = round(time.perf_counter() - tick, 2)
                     say(f"HNSW index rebuilt ({load['index_build_s']} s)")
             tick = time.perf_counter()
+            raw.execute(DOCUMENT_TERMS_SQL, [[document.pk for document in rows]])  # the lexical index
+            raw.commit()
+            load["terms_s"] = round(time.perf_counter() - tick, 2)
+            tick = time.perf_counter()
             raw.execute("ANALYZE documents_node")
             raw.execute("ANALYZE documents_document")
+            raw.execute("ANALYZE documents_documentterm")
             raw.commit()
             load["analyze_s"] = round(time.perf_counter() - tick, 2)
         corpus_version_bump()
@@ -387,11 +392,12 @@ def _delete_collection(collection_pk: int) -> None:
     from documents.services import corpus_version_bump
 
     with connection.cursor() as cursor:
-        cursor.execute(
-            "DELETE FROM documents_node WHERE document_id IN "
-            "(SELECT id FROM documents_document WHERE collection_id = %s)",
-            [collection_pk],
-        )
+        for table in ("documents_node", "documents_documentterm"):
+            cursor.execute(
+                f"DELETE FROM {table} WHERE document_id IN "
+                "(SELECT id FROM documents_document WHERE collection_id = %s)",
+                [collection_pk],
+            )
     Collection.objects.filter(pk=collection_pk).delete()
     corpus_version_bump()
 

@@ -6,9 +6,9 @@ own text, an internal node's title and summary) under the GIN index ``node_searc
 Why BM25 and not ``ts_rank``: ``ts_rank`` has no inverse document frequency, so a word found in
 every document ("company", "agreement") counts as much as the name that singles out the one
 document a query is about -- and names are exactly what dense embeddings of a small model blur.
-BM25 weighs each query word by its rarity. PostgreSQL supplies the term statistics: the GIN
-index finds the nodes holding a query word and ``unnest(tsvector)`` gives each word's frequency
-in them; the arithmetic below is the textbook Okapi BM25 (k1 = ``K1``, b = ``B``):
+BM25 weighs each query word by its rarity. PostgreSQL supplies the term statistics (from the
+inverted index ``DocumentTerm`` at the document level, from the nodes' tsvectors at the node
+level); the arithmetic below is the textbook Okapi BM25 (k1 = ``K1``, b = ``B``):
 
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
     BM25(d, q)  = sum over query terms t in d of
@@ -16,9 +16,11 @@ in them; the arithmetic below is the textbook Okapi BM25 (k1 = ``K1``, b = ``B``
 
 Two levels, two notions of "document":
 
-- ``document_scores`` (document level): a document's term frequency is the sum over its leaves,
-  its length its token count; N and df count the indexed documents in scope. Names and rare
-  terms of the query pick the documents that mention them.
+- ``document_scores`` (document level): a document's term frequency is the sum over its leaves
+  (``DocumentTerm``: a narrow table read through its (term, document) index, because scanning
+  the wide node rows that hold a common word cost tens of milliseconds at 100K nodes), its
+  length its token count; N and df count the indexed documents in scope. Names and rare terms
+  of the query pick the documents that mention them.
 - ``node_scores`` (node level): every node of the selected documents is a BM25 document of its
   own, its length the number of distinct terms in its tsvector; N and df count those nodes only.
   A word that names the selected document itself appears in many of its nodes and so weighs
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 
 from django.db import connection
 
-from documents.models import SEARCH_CONFIG, Document, Node
+from documents.models import SEARCH_CONFIG, Document, DocumentTerm, Node
 
 K1 = 1.2
 B = 0.75
@@ -94,8 +96,9 @@ def bm25(
 def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None) -> LexicalScores:
     """BM25 of the indexed documents in scope (``document_ids``; None: all) holding a query term.
 
-    One query: the scope's size and mean length, and the term frequencies summed over the leaves
-    the GIN index finds.
+    One query over the inverted index ``DocumentTerm`` (a document's term frequencies summed over
+    its leaves, kept by ``documents.services.document_terms_refresh``): the scope's size and mean
+    length, and the frequencies of the query's terms, read through the (term, document) index.
     """
     if not terms:
         return LexicalScores({}, 0)
@@ -103,21 +106,16 @@ def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None)
     if document_ids is not None:
         indexed = indexed.filter(pk__in=document_ids)
     scope_sql, scope_params = indexed.values("pk", "token_count").query.sql_with_params()
-    node_table = connection.ops.quote_name(Node._meta.db_table)
+    term_table = connection.ops.quote_name(DocumentTerm._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH scope (id, length) AS MATERIALIZED ({scope_sql}), "
-            "stats AS (SELECT count(*) AS considered, coalesce(avg(length), 0) AS average FROM scope) "
-            "SELECT stats.considered, stats.average, found.document_id, found.lexeme, found.tf, found.length "
-            "FROM stats LEFT JOIN ("
-            "  SELECT n.document_id, t.lexeme, sum(coalesce(array_length(t.positions, 1), 1)) AS tf, "
-            "         max(scope.length) AS length "
-            f"  FROM {node_table} n JOIN scope ON scope.id = n.document_id "
-            f"  CROSS JOIN LATERAL unnest({QUERY_TERMS_ONLY}) t "
-            "  WHERE n.search @@ %s::tsquery AND n.kind = %s "
-            "  GROUP BY n.document_id, t.lexeme"
-            ") found ON true",
-            [*scope_params, list(terms), tsquery_any(terms), Node.Kind.LEAF],
+            "stats AS (SELECT count(*) AS considered, coalesce(avg(length), 0) AS average FROM scope), "
+            f"found AS (SELECT document_id, term, frequency FROM {term_table} WHERE term = ANY(%s)) "
+            "SELECT stats.considered, stats.average, found.document_id, found.term, found.frequency, "
+            "       scope.length "
+            "FROM stats LEFT JOIN (found JOIN scope ON scope.id = found.document_id) ON true",
+            [*scope_params, list(terms)],
         )
         rows = cursor.fetchall()
     considered, average_length = int(rows[0][0]), float(rows[0][1])

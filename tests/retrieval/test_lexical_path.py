@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import pytest
 from django.db import connection
 
-from documents.models import Document, Node
+from documents.models import Document, DocumentTerm, Node
+from documents.services import document_terms_refresh
 from retrieval.node_level import hybrid_similarity
 from retrieval.paths import lexical
 from tests.factories import DocumentFactory, NodeFactory
@@ -17,7 +18,8 @@ pytestmark = pytest.mark.django_db
 
 
 def _document(title: str, paragraphs: Sequence[str], *, section: tuple[str, str] | None = None) -> Document:
-    """A root (and optionally one section) over one leaf per paragraph, spans exact."""
+    """A root (and optionally one section) over one leaf per paragraph, spans exact, with its
+    lexical index written as a tree write does."""
     content = "\n\n".join(paragraphs)
     document = DocumentFactory.create(title=title, content=content, token_count=len(content.split()))
     root = NodeFactory.create(document=document, order=0, title=title, end_char=len(content))
@@ -49,6 +51,7 @@ def _document(title: str, paragraphs: Sequence[str], *, section: tuple[str, str]
             token_count=len(text.split()),
         )
         start += len(text) + 2
+    document_terms_refresh([document.pk])
     return document
 
 
@@ -121,7 +124,31 @@ def test_document_scores_respect_the_scope_and_skip_unindexed_documents() -> Non
     assert lexical.document_scores([], document_ids=None).scores == {}
 
 
-def test_the_document_level_query_can_use_the_gin_index() -> None:
+def test_the_term_index_sums_leaf_frequencies_and_is_rewritten_not_appended() -> None:
+    document = _document(
+        "Pumps", ["Pumps and more pumps.", "The pump room."], section=("Pumping", "Valves only.")
+    )
+    terms = dict(DocumentTerm.objects.filter(document=document).values_list("term", "frequency"))
+    assert terms == {"pump": 3, "room": 1}  # leaves only: the section's "valv" is not the text
+    Node.objects.filter(document=document, kind="leaf", order=3).update(content="The valve room.")
+    document_terms_refresh([document.pk])
+    terms = dict(DocumentTerm.objects.filter(document=document).values_list("term", "frequency"))
+    assert terms == {"pump": 2, "room": 1, "valv": 1}
+
+
+def test_the_document_level_query_reads_the_term_index_not_the_nodes() -> None:
+    _document("A", ["The turbine blade inspection schedule."])
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny table: make the planner show its options
+        cursor.execute(
+            "EXPLAIN SELECT document_id, frequency FROM documents_documentterm WHERE term = ANY(%s)",
+            [["turbin", "blade"]],
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "document_term_unique" in plan, plan
+
+
+def test_the_node_search_column_has_a_gin_index() -> None:
     _document("A", ["The turbine blade inspection schedule."])
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny table: make the planner show its options

@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import caches
 
 from documents.models import Collection, Document, Node
-from documents.services import corpus_version_bump
+from documents.services import corpus_version_bump, document_terms_refresh
 from openfable.embeddings import get_embedder
 from openfable.tokens import count_tokens
 from retrieval.fusion import Fused
@@ -207,6 +207,7 @@ def build_document(spec: Sec, *, collection: Collection, tags: Sequence[str] = (
         )
         saved.append(node)
         built.nodes[section.title if section else str(item)] = node
+    document_terms_refresh([document.pk])  # the lexical index, as a tree write keeps it
     return built
 
 
