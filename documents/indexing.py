@@ -21,7 +21,7 @@ from documents.ingestion.pipeline import NodeRow, apply_edits, edit_key, flatten
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
 from documents.models import Document, IngestionJob, Node
-from documents.services import corpus_version_bump
+from documents.services import corpus_version_bump, document_terms_refresh
 from openfable.embeddings import Embedder, EmbeddingDimensionError, get_embedder
 from openfable.tokens import count_tokens
 
@@ -254,6 +254,7 @@ def document_tree_replace(
         ]
         Node.objects.bulk_create(nodes, batch_size=500)
         saved.update((row.order, node) for row, node in zip(level, nodes, strict=True))
+    document_terms_refresh([document.pk])
     Document.objects.filter(pk=document.pk).update(
         status=Document.Status.INDEXED,
         builder=builder,
