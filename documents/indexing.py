@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 
 import numpy as np
@@ -76,6 +76,9 @@ def document_index(
     document = job.document
     embedder = embedder or get_embedder()
     check_embedding_dimensions(embedder)
+    # The structural builder embeds blocks of the text that are often exactly a leaf's text:
+    # those leaves reuse the vectors instead of going through the model again.
+    embedder = MemoEmbedder(embedder)
     timings: dict[str, float] = {}
     text = document.content
 
@@ -109,6 +112,42 @@ def document_index(
     )
     timings["save"] = round(time.perf_counter() - started, 3)
     IngestionJob.objects.filter(pk=job.pk).update(timings={**job.timings, **timings})
+
+
+class MemoEmbedder:
+    """An embedder that embeds each distinct passage once and remembers its vector.
+
+    One lives for one ingestion run (never shared, so it holds one document's texts at most).
+    It is keyed by the exact text handed to the model (the model adds its own passage prefix to
+    it, the same for every call), so a remembered vector is the one a fresh call would return.
+    Queries are not remembered.
+    """
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dimensions = inner.dimensions
+        self.memo: dict[str, np.ndarray] = {}
+        self.embedded = 0  # texts that went through the model
+        self.reused = 0  # texts answered from the memo
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(text for text in texts if text not in self.memo))
+        if missing:
+            vectors = np.asarray(self.inner.embed_passages(missing), dtype=np.float32)
+            if vectors.shape != (len(missing), self.dimensions):
+                raise EmbeddingDimensionError(
+                    f"expected {len(missing)} vectors of {self.dimensions}, got {vectors.shape}"
+                )
+            self.memo.update(zip(missing, vectors, strict=True))
+        self.embedded += len(missing)
+        self.reused += len(texts) - len(missing)
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        return np.stack([self.memo[text] for text in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
 
 
 def job_fail(*, job: IngestionJob, error: str) -> None:

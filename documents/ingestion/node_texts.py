@@ -1,7 +1,8 @@
 """Extractive titles and summaries for the nodes of a structural tree (pure, no Django).
 
 A node without a heading is titled by its key phrases (n-grams frequent in the node and rare in
-the rest of the document) and summarised by its sentences closest to the centroid of its leaves;
+the rest of the document) and summarised by its sentences closest to the centroid of its leaves
+(a sentence has the vector of the paragraph, or leaf-sized block, it belongs to);
 the document title comes from its title headings or a short line near the top.
 """
 

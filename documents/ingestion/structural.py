@@ -8,9 +8,13 @@ Pipeline (pure, no Django):
    attachments ("EXHIBIT A"), and numbered / ARTICLE / Section clauses, inline or not, kept only
    where the numbers count up; nested by rank into an outline, depth-capped, small ones left as
    text;
-3. one ``embed`` call for all units;
+3. blocks: a paragraph that fits in one leaf is one block, a longer one is packed into blocks of
+   about a leaf's size at sentence ends; one ``embed`` call for all blocks, each embedded from its
+   exact span (whitespace included), which is the text a leaf spanning just that block embeds, so
+   the pipeline reuses those vectors instead of embedding the text a second time;
 4. leaves: each run of units between structural nodes is cut by dynamic programming, preferring
-   low similarity between neighbours, paragraph ends and headings, and sizes near a target;
+   low similarity between neighbouring blocks, paragraph ends and headings, and sizes near a
+   target; a cut inside a block is possible but discouraged;
 5. runs of leaves without heading structure are grouped into sections / subsections the same way;
 6. titles from headings or distinctive key phrases, summaries from the most central sentences
    (``node_texts.NodeTexts``).
@@ -21,6 +25,8 @@ whitespace between two chunks belongs to the first, and the first leaf starts at
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -49,8 +55,16 @@ _MAX_INTERNAL_DEPTH = 3
 # A run-on "sentence" longer than this many times max_leaf_tokens (tables flattened to one line,
 # text without punctuation) is cut at whitespace; shorter long sentences stay whole in one leaf.
 _RUNAWAY_FACTOR = 4
-# A unit's first ~200 tokens say what it is about; e5's cost grows with the square of the length.
-_EMBED_CHARS = 1000
+# Tokens of neighbouring blocks (at least one) on each side of a block boundary whose mean
+# vectors are compared: about half a leaf.
+_SIMILARITY_REACH_TOKENS = 60
+# The similarity score given to a boundary inside a block, where no similarity was measured
+# (z-scored like the others): as if its two sides were alike, so cuts prefer block boundaries.
+_INSIDE_BLOCK_SIMILARITY = 1.0
+# A leaf that is exactly one block (a whole paragraph, or a leaf-sized part of a long one) is a
+# natural chunk, and its vector is already computed: two neighbouring paragraphs of half a leaf
+# each stay apart unless they are clearly alike.
+_WHOLE_BLOCK_BONUS = 0.4
 
 
 @dataclass(frozen=True)
@@ -105,8 +119,9 @@ def build_structural_tree(
     units = _make_units(text, headings, title_headings, count_tokens, params)
     if not units:
         return _empty_tree(text)
-    vectors = _embed_units(text, units, embed)
-    builder = Builder(text, units, vectors, params)
+    block_starts = _block_starts(units, params)
+    block_vectors = _embed_blocks(text, units, block_starts, embed)
+    builder = Builder(text, units, block_starts, block_vectors, params)
     document_title = shorten(" \u2014 ".join(heading.title for heading in title_headings), TITLE_CHARS)
     return builder.build(headings, document_title)
 
@@ -240,11 +255,83 @@ def _whitespace_near(text: str, position: int, low: int, high: int) -> int:
     return position
 
 
-def _embed_units(text: str, units: list[_Unit], embed: Embed) -> np.ndarray:
-    texts = [" ".join(text[unit.start : unit.end].split())[:_EMBED_CHARS] for unit in units]
+def _block_starts(units: list[_Unit], params: _Params) -> list[int]:
+    """First unit of each block: a paragraph that fits in a leaf, a leaf-sized part of a longer
+    one, or a run of short paragraphs (form fields, list items) packed to about a leaf's size,
+    cut where a leaf would be cut if sizes and structure were all that counted."""
+    paragraphs = [0]
+    for index in range(1, len(units)):
+        unit = units[index]
+        if units[index - 1].heading_only:
+            continue  # a heading line stays with what follows it
+        if unit.break_before == BREAK_PARAGRAPH or unit.heading is not None:
+            paragraphs.append(index)
+    bounds = [*paragraphs, len(units)]
+    starts: list[int] = []
+    short: list[tuple[int, int]] = []  # consecutive paragraphs too short to be a leaf
+
+    def pack_short() -> None:
+        sizes = [float(sum(units[index].tokens + 1 for index in range(first, last))) for first, last in short]
+        costs = [_block_break_cost(units[first]) for first, _ in short]
+        pieces = _segment(
+            sizes,
+            costs,
+            target=params.target_leaf_tokens,
+            min_size=params.min_leaf_tokens,
+            max_size=params.max_leaf_tokens,
+        )
+        starts.extend(short[piece][0] for piece in pieces)
+        short.clear()
+
+    for first, last in itertools.pairwise(bounds):
+        size = sum(units[index].tokens + 1 for index in range(first, last))
+        if short and (size >= params.min_leaf_tokens or _forces_cut(units[first])):
+            pack_short()
+        if size < params.min_leaf_tokens:
+            short.append((first, last))
+        elif size <= params.max_leaf_tokens:
+            starts.append(first)
+        else:
+            pieces = _segment(
+                [units[index].tokens + 1 for index in range(first, last)],
+                [_block_break_cost(units[index]) for index in range(first, last)],
+                target=params.target_leaf_tokens,
+                min_size=params.min_leaf_tokens,
+                max_size=params.max_leaf_tokens,
+                free=[units[index].heading_only for index in range(first, last)],
+            )
+            starts += [first + piece for piece in pieces]
+    if short:
+        pack_short()
+    return starts
+
+
+def _forces_cut(unit: _Unit) -> bool:
+    """A titled heading of a strong family: a leaf always starts there."""
+    heading = unit.heading
+    return heading is not None and bool(heading.title) and heading.family not in _WEAK_FAMILIES
+
+
+def _block_break_cost(unit: _Unit) -> float:
+    """What a cut before ``unit`` costs when blocks are cut (no similarity yet)."""
+    cost = _LEAF_BREAK_COST[unit.break_before]
+    if unit.heading is not None:
+        cost -= _TITLED_HEADING_BONUS if unit.heading.title else _UNTITLED_HEADING_BONUS
+    return cost
+
+
+def _block_spans(text: str, units: list[_Unit], block_starts: list[int]) -> list[tuple[int, int]]:
+    """Character span of each block, cut the way leaves are: from its first unit to the next
+    block's first unit (the first from 0, the last to the end)."""
+    starts = [0 if first == 0 else units[first].start for first in block_starts]
+    return list(zip(starts, [*starts[1:], len(text)], strict=True))
+
+
+def _embed_blocks(text: str, units: list[_Unit], block_starts: list[int], embed: Embed) -> np.ndarray:
+    texts = [text[start:end] for start, end in _block_spans(text, units, block_starts)]
     vectors = np.asarray(embed(texts), dtype=np.float32)
-    if vectors.ndim != 2 or vectors.shape[0] != len(units):
-        raise ValueError(f"embed returned {vectors.shape} for {len(units)} texts; expected one row per text")
+    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+        raise ValueError(f"embed returned {vectors.shape} for {len(texts)} texts; expected one row per text")
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return vectors / norms
@@ -277,16 +364,20 @@ def _segment(
     max_size: float,
     size_weight: float = 1.0,
     free: Sequence[bool] | None = None,
+    whole: dict[int, int] | None = None,
+    whole_bonus: float = 0.0,
 ) -> list[int]:
     """Start indices of the cheapest cut of ``sizes`` into consecutive segments.
 
     A segment costs its squared relative distance from ``target`` (plus a steep penalty under
     ``min_size``); a cut before item i costs ``break_costs[i]``. A segment may exceed
     ``max_size`` only when it holds a single item that is not ``free`` (free items, heading
-    lines, ride along without counting against the limit).
+    lines, ride along without counting against the limit). A segment [start, end) with
+    ``whole[start] == end`` (a paragraph that fits in one segment) costs ``whole_bonus`` less.
     """
     count = len(sizes)
     free = free or [False] * count
+    whole = whole or {}
     best = [0.0] + [math.inf] * count
     back = [0] * (count + 1)
     for end in range(1, count + 1):
@@ -303,6 +394,8 @@ def _segment(
                 cost += 4.0 * (min_size - total) / min_size
             if start > 0:
                 cost += break_costs[start]
+            if whole.get(start) == end:
+                cost -= whole_bonus
             if cost < best[end]:
                 best[end], back[end] = cost, start
     starts = []
@@ -314,15 +407,36 @@ def _segment(
 
 
 def _window_similarities(vectors: np.ndarray, width: int) -> np.ndarray:
-    """z-scored cosine similarity across each boundary i (between items i-1 and i), i >= 1."""
+    """z-scored cosine similarity across each boundary i (between items i-1 and i), i >= 1,
+    comparing the ``width`` items on each side."""
+    count = len(vectors)
+    boundaries = np.arange(1, count)
+    return _similarities(vectors, np.maximum(0, boundaries - width), np.minimum(count, boundaries + width))
+
+
+def _reach_similarities(vectors: np.ndarray, sizes: Sequence[float], reach: float) -> np.ndarray:
+    """Like ``_window_similarities``, each side taking items until they hold ``reach`` tokens."""
+    count = len(vectors)
+    prefix = np.concatenate([[0.0], np.cumsum(sizes)])
+    boundaries = np.arange(1, count)
+    # The item before / after each boundary always counts, then more while under reach.
+    lows = np.searchsorted(prefix, prefix[boundaries] - reach, side="right") - 1
+    highs = np.searchsorted(prefix, prefix[boundaries] + reach, side="left")
+    lows = np.clip(np.minimum(lows, boundaries - 1), 0, None)
+    highs = np.clip(np.maximum(highs, boundaries + 1), None, count)
+    return _similarities(vectors, lows, highs)
+
+
+def _similarities(vectors: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
+    """z-scored cosine similarity between items [lows[j], j+1) and [j+1, highs[j]) at boundary j+1."""
     count = len(vectors)
     similarities = np.zeros(count, dtype=np.float32)
     if count < 2:
         return similarities
     cumulative = np.vstack([np.zeros((1, vectors.shape[1]), dtype=np.float32), np.cumsum(vectors, axis=0)])
     boundaries = np.arange(1, count)
-    left = cumulative[boundaries] - cumulative[np.maximum(0, boundaries - width)]
-    right = cumulative[np.minimum(count, boundaries + width)] - cumulative[boundaries]
+    left = cumulative[boundaries] - cumulative[lows]
+    right = cumulative[highs] - cumulative[boundaries]
     norms = np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)
     norms[norms == 0] = 1.0
     similarities[1:] = np.einsum("ij,ij->i", left, right) / norms
@@ -353,10 +467,21 @@ class Builder:
     """Turns units and their vectors into the tree: the headings' outline, leaves cut within it,
     groups where there is no structure; ``NodeTexts`` reads its text, units and vectors."""
 
-    def __init__(self, text: str, units: list[_Unit], vectors: np.ndarray, params: _Params) -> None:
+    def __init__(
+        self,
+        text: str,
+        units: list[_Unit],
+        block_starts: list[int],
+        block_vectors: np.ndarray,
+        params: _Params,
+    ) -> None:
         self.text = text
         self.units = units
-        self.vectors = vectors
+        self.block_starts = block_starts
+        self.block_vectors = block_vectors
+        # Each unit carries the vector of its block.
+        block_of = np.searchsorted(np.asarray(block_starts), np.arange(len(units)), side="right") - 1
+        self.vectors = block_vectors[block_of]
         self.params = params
         self.unit_at = {unit.start: index for index, unit in enumerate(units)}
         self.prefix_tokens = np.concatenate([[0], np.cumsum([unit.tokens + 1 for unit in units])])
@@ -474,9 +599,22 @@ class Builder:
             min_size=self.params.min_leaf_tokens,
             max_size=self.params.max_leaf_tokens,
             free=[self.units[index].heading_only for index in range(first, last)],
+            whole=self._whole_blocks(first, last),
+            whole_bonus=_WHOLE_BLOCK_BONUS,
         )
         bounds = [first + start for start in starts] + [last]
         return [Draft(bounds[index], bounds[index + 1]) for index in range(len(starts))]
+
+    def _whole_blocks(self, first: int, last: int) -> dict[int, int]:
+        """The blocks inside units [first, last), as {start: end} relative to ``first``."""
+        low = bisect.bisect_left(self.block_starts, first)
+        high = bisect.bisect_left(self.block_starts, last)
+        ends = [*self.block_starts[1:], len(self.units)]
+        return {
+            self.block_starts[index] - first: ends[index] - first
+            for index in range(low, high)
+            if ends[index] <= last
+        }
 
     def _group(self, leaves: list[Draft], depth: int, *, keep_single: bool) -> list[Draft]:
         """Cut a run of leaves into about sqrt(n) groups at low similarity; recurse when large."""
@@ -515,7 +653,11 @@ class Builder:
         return cost
 
     def _unit_break_costs(self) -> np.ndarray:
-        costs = _window_similarities(self.vectors, width=2).astype(np.float64)
+        bounds = [*self.block_starts, len(self.units)]
+        block_sizes = [self._tokens(first, last) for first, last in itertools.pairwise(bounds)]
+        block_similarities = _reach_similarities(self.block_vectors, block_sizes, _SIMILARITY_REACH_TOKENS)
+        costs = np.full(len(self.units), _INSIDE_BLOCK_SIMILARITY, dtype=np.float64)
+        costs[self.block_starts] = block_similarities
         for index in range(1, len(self.units)):
             unit = self.units[index]
             costs[index] += _LEAF_BREAK_COST[unit.break_before]

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pytest
 from celery.contrib.testing.worker import start_worker
 
-from documents.indexing import claim_job, document_index, job_fail
+from documents.indexing import MemoEmbedder, claim_job, document_index, job_fail
 from documents.models import Document, IngestionJob, Node
 from documents.services import document_create, document_reindex
 from openfable.celery import app as celery_app
-from openfable.embeddings import RemoteEmbedder
+from openfable.embeddings import Embedder, RemoteEmbedder, get_embedder
 from tests.factories import CollectionFactory
 from tests.fakes.openai_server import ScriptedOpenAIServer
 
@@ -56,6 +57,90 @@ def test_structural_ingestion_saves_an_embedded_tree_whose_leaves_are_exact_slic
     )
     assert job.node_count == len(nodes) and job.chunk_count == len(leaves)
     assert set(job.timings) >= {"build", "embed", "save"}
+
+
+# Paragraphs of about half a leaf to a leaf, on two topics: most become a leaf of their own.
+PARAGRAPHS = "\n\n".join(
+    [
+        "Volcanoes form where magma from the mantle reaches the surface of the Earth. Most of them sit "
+        "on the boundaries of tectonic plates, where one plate sinks beneath another or two plates "
+        "pull apart and let molten rock rise through the crust.",
+        "Shield volcanoes erupt gently, with runny lava that spreads far and builds broad, low slopes. "
+        "Stratovolcanoes erupt explosively: their sticky magma traps gas until the pressure blows "
+        "the top apart and throws ash and rock high into the sky.",
+        "Ash from a large eruption can travel around the planet and cool the climate for a year or two, "
+        "as it did after Tambora erupted in 1815 and Europe had a year without a summer.",
+        "Sourdough bread rises with wild yeast and lactic acid bacteria instead of baker's yeast. The "
+        "starter is a mixture of flour and water that is fed every day until it bubbles and smells "
+        "pleasantly sour.",
+        "A long, cold fermentation in the refrigerator gives the dough more flavour and a more open "
+        "crumb. Bake it in a very hot covered pot, then take the lid off so the crust can brown.",
+    ]
+)
+
+
+class RecordingEmbedder:
+    """The real local model, recording every passage that reaches it."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dimensions = inner.dimensions
+        self.calls: list[list[str]] = []
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return self.inner.embed_passages(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+
+@pytest.mark.django_db
+def test_a_leaf_that_is_a_whole_paragraph_goes_through_the_model_once_and_keeps_its_exact_vector() -> None:
+    document = document_create(
+        collection=CollectionFactory.create(), content=PARAGRAPHS, title="Two topics", queue=False
+    ).document
+    job = claim_job(document_id=document.pk)
+    assert job is not None
+    recorder = RecordingEmbedder(get_embedder())
+    document_index(job=job, embedder=recorder)
+    nodes = list(Node.objects.filter(document=document).order_by("order"))
+    leaves = [node for node in nodes if node.kind == "leaf"]
+    assert "".join(leaf.content for leaf in leaves) == PARAGRAPHS
+
+    builder_texts, *pipeline_calls = recorder.calls
+    pipeline_texts = [text for call in pipeline_calls for text in call]
+    seen = Counter(builder_texts + pipeline_texts)
+    # No text went through the model twice, and every leaf's own text went through it once.
+    assert max(seen.values()) == 1
+    assert all(seen[leaf.content] == 1 for leaf in leaves)
+    # Leaves that are exactly one paragraph took the builder's vector: only the others, and the
+    # internal nodes, were embedded after the build.
+    whole = [leaf for leaf in leaves if leaf.content in builder_texts]
+    assert len(whole) >= 2
+    assert not any(leaf.content in pipeline_texts for leaf in whole)
+    assert len(pipeline_texts) == len(nodes) - len(whole)
+
+    # A reused vector is the vector a fresh embedding of the leaf's text gives.
+    fresh = get_embedder().embed_passages([leaf.content for leaf in leaves])
+    stored = np.stack([np.asarray(leaf.embedding, dtype=np.float32) for leaf in leaves])
+    assert np.allclose(stored, fresh, atol=1e-5)
+
+
+def test_memo_embedder_embeds_each_distinct_text_once_in_order() -> None:
+    recorder = RecordingEmbedder(get_embedder())
+    memo = MemoEmbedder(recorder)
+    first = memo.embed_passages(["alpha beta", "gamma", "alpha beta"])
+    second = memo.embed_passages(["gamma", "delta", "alpha beta"])
+    assert recorder.calls == [["alpha beta", "gamma"], ["delta"]]
+    assert memo.embedded == 3 and memo.reused == 3
+    fresh = get_embedder().embed_passages(["alpha beta", "gamma", "delta"])
+    assert np.allclose(first, fresh[[0, 1, 0]], atol=1e-5) and np.allclose(
+        second, fresh[[1, 2, 0]], atol=1e-5
+    )
+    assert memo.embed_passages([]).shape == (0, memo.dimensions)
+    assert np.allclose(memo.embed_query("lava"), get_embedder().embed_query("lava"), atol=1e-6)
 
 
 @pytest.mark.django_db

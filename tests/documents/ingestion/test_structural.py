@@ -233,16 +233,43 @@ def test_unstructured_text_is_grouped_into_sections_with_key_phrase_titles() -> 
         assert all(sentence.rstrip("\u2026") in chunk for sentence in summary_sentences if sentence)
 
 
-def test_embed_is_called_once_with_every_unit() -> None:
-    calls: list[int] = []
+def test_embed_is_called_once_with_blocks_that_partition_the_text_and_are_mostly_leaves() -> None:
+    calls: list[list[str]] = []
 
-    def counting_embed(texts: Sequence[str]) -> np.ndarray:
-        calls.append(len(texts))
+    def recording_embed(texts: Sequence[str]) -> np.ndarray:
+        calls.append(list(texts))
         return hashing_embed(texts)
 
     text = MANUAL.read_text(encoding="utf-8")
-    build_structural_tree(text, embed=counting_embed, count_tokens=count_tokens)
-    assert len(calls) == 1 and calls[0] > 100
+    root = build_structural_tree(text, embed=recording_embed, count_tokens=count_tokens)
+    assert len(calls) == 1
+    blocks = calls[0]
+    # Exact spans, whitespace included, in order: together they are the document, once.
+    assert "".join(blocks) == text
+    # Paragraphs, not sentences: far fewer texts than sentences.
+    assert len(blocks) < len(sentence_spans(text)) / 2
+    # Most leaves are exactly one block, so the pipeline can reuse the block's vector.
+    leaf_texts = [text[leaf.start_char : leaf.end_char] for leaf in root.leaves()]
+    assert sum(leaf in set(blocks) for leaf in leaf_texts) >= 0.6 * len(leaf_texts)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.lists(
+        st.sampled_from(["Word word word.", " ", "\n", "\n\n", "## Title\n", "4. "]), max_size=200
+    ).map("".join)
+)
+def test_blocks_always_partition_the_text(text: str) -> None:
+    calls: list[list[str]] = []
+
+    def recording_embed(texts: Sequence[str]) -> np.ndarray:
+        calls.append(list(texts))
+        return hashing_embed(texts)
+
+    root = build_structural_tree(text, embed=recording_embed, count_tokens=count_tokens, max_leaf_tokens=30)
+    check_tree(root, text)
+    if calls:
+        assert len(calls) == 1 and "".join(calls[0]) == text
 
 
 # -- arbitrary text
