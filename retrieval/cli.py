@@ -175,6 +175,7 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
 def _handle_bench_latency(options: dict[str, Any]) -> str:
     from openfable.management.commands.openfable import CommandInputError
     from retrieval.bench.latency_bench import BenchInputError, bench_latency, format_latency
+    from retrieval.bench.retrieval_bench import write_json
 
     if options["nodes"] < 10 or options["nodes_per_document"] < 8:
         raise CommandInputError("--nodes must be at least 10 and --nodes-per-document at least 8")
@@ -194,7 +195,5 @@ def _handle_bench_latency(options: dict[str, Any]) -> str:
     except BenchInputError as error:
         raise CommandInputError(str(error)) from error
     if options.get("json_path"):
-        import json
-
-        options["json_path"].write_text(json.dumps(report, indent=2))
+        write_json(report, options["json_path"])
     return format_latency(report)

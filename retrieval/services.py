@@ -353,12 +353,11 @@ class _Run:
     def _lexical_documents(self) -> dict[int, float]:
         """The lexical path at the document level: the best ``LEXICAL_TOP_DOCUMENTS`` by BM25."""
         weight = settings.RETRIEVAL_LEXICAL_WEIGHT
-        self.terms = lexical_paths.query_terms(self.query)
         if weight <= 0 and settings.RETRIEVAL_LEXICAL_NODE_SHARE <= 0:
             reason = "turned off (OPENFABLE_RETRIEVAL_LEXICAL_WEIGHT and _NODE_SHARE are 0)"
             self.paths[LEXICAL] = PathReport(LEXICAL, ran=False, reason=reason)
-            self.terms = []
             return {}
+        self.terms = lexical_paths.query_terms(self.query)
         if not self.terms:
             reason = "the query has no searchable words (only stop words, numbers or symbols)"
             self.paths[LEXICAL] = PathReport(LEXICAL, ran=False, reason=reason)

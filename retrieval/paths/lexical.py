@@ -33,6 +33,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection
 
@@ -117,17 +118,7 @@ def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None)
             "FROM stats LEFT JOIN (found JOIN scope ON scope.id = found.document_id) ON true",
             [*scope_params, list(terms)],
         )
-        rows = cursor.fetchall()
-    considered, average_length = int(rows[0][0]), float(rows[0][1])
-    frequencies: dict[int, dict[str, int]] = defaultdict(dict)
-    lengths: dict[int, float] = {}
-    for _, _, document_id, term, frequency, length in rows:
-        if document_id is None:
-            continue  # the stats row alone: no document holds a query term
-        frequencies[document_id][term] = int(frequency)
-        lengths[document_id] = float(length)
-    scores = bm25(frequencies, lengths, considered=considered, average_length=average_length)
-    return LexicalScores(scores, considered)
+        return _bm25_of_rows(cursor.fetchall())
 
 
 def node_scores(terms: Sequence[str], *, document_ids: Sequence[int]) -> LexicalScores:
@@ -142,22 +133,23 @@ def node_scores(terms: Sequence[str], *, document_ids: Sequence[int]) -> Lexical
             f"  SELECT id, search, length(search) AS terms FROM {node_table} "
             "   WHERE document_id = ANY(%s)), "
             "stats AS (SELECT count(*) AS considered, coalesce(avg(terms), 0) AS average FROM nodes) "
-            "SELECT n.id, n.terms, t.lexeme, coalesce(array_length(t.positions, 1), 1), "
-            "       stats.considered, stats.average "
+            "SELECT stats.considered, stats.average, n.id, t.lexeme, "
+            "       coalesce(array_length(t.positions, 1), 1), n.terms "
             f"FROM stats LEFT JOIN (nodes n CROSS JOIN LATERAL unnest({QUERY_TERMS_ONLY}) t) ON true",
             [list(document_ids), list(terms)],
         )
-        rows = cursor.fetchall()
-    if not rows:
-        return LexicalScores({}, 0)
-    considered, average_length = int(rows[0][4]), float(rows[0][5])
+        return _bm25_of_rows(cursor.fetchall())
+
+
+def _bm25_of_rows(rows: Sequence[tuple[Any, ...]]) -> LexicalScores:
+    """BM25 from the rows both queries return: (N, mean length, id, term, frequency, length),
+    the first two the same on every row; a lone row with a NULL id means no item holds a term."""
+    considered, average_length = int(rows[0][0]), float(rows[0][1])
     frequencies: dict[int, dict[str, int]] = defaultdict(dict)
     lengths: dict[int, float] = {}
-    for node_id, length, term, frequency, _, _ in rows:
-        if node_id is None:
-            continue  # the stats row alone: no node holds a query term
-        frequencies[node_id][term] = int(frequency)
-        lengths[node_id] = float(length)
-    return LexicalScores(
-        bm25(frequencies, lengths, considered=considered, average_length=average_length), considered
-    )
+    for _, _, item, term, frequency, length in rows:
+        if item is not None:
+            frequencies[item][term] = int(frequency)
+            lengths[item] = float(length)
+    scores = bm25(frequencies, lengths, considered=considered, average_length=average_length)
+    return LexicalScores(scores, considered)
