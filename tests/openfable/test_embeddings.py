@@ -156,3 +156,26 @@ def test_local_query_differs_from_passage_and_ranks_sensibly(local_embedder: Loc
     )
     scores = passages @ query
     assert scores[0] > scores[1]
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "1000"), ("50000", "50000")])
+def test_local_model_loads_with_a_short_openmp_spin_unless_one_is_set(
+    given: str | None, expected: str
+) -> None:
+    # A fresh interpreter: libgomp reads the variable once, when the model's library loads.
+    import os
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in os.environ.items() if key != "GOMP_SPINCOUNT"}
+    if given is not None:
+        env["GOMP_SPINCOUNT"] = given
+    script = (
+        "import os; from openfable.embeddings import LocalE5Embedder; "
+        "before = os.environ.get('GOMP_SPINCOUNT'); LocalE5Embedder().embed_query('x'); "
+        "print(before, os.environ['GOMP_SPINCOUNT'])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split() == [str(given), expected]
