@@ -10,6 +10,7 @@ from pgvector.django import CosineDistance
 
 from documents.models import Node
 from tests.factories import DocumentFactory, IngestionJobFactory, NodeFactory
+from tests.plans import query_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -79,11 +80,9 @@ def test_nearest_neighbour_query_uses_the_hnsw_index() -> None:
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE documents_node")
-        cursor.execute(
-            "EXPLAIN SELECT id FROM documents_node ORDER BY embedding <=> %s::vector LIMIT 10",
-            [str(vectors[0].tolist())],
-        )
-        plan = "\n".join(row[0] for row in cursor.fetchall())
+    plan = query_plan(
+        "SELECT id FROM documents_node ORDER BY embedding <=> %s::vector LIMIT 10", [str(vectors[0].tolist())]
+    )
     assert "node_embedding_hnsw" in plan, plan
     nearest = Node.objects.order_by(CosineDistance("embedding", vectors[0])).first()
     assert nearest is not None and nearest.order == 1

@@ -13,6 +13,7 @@ from documents.services import document_terms_refresh
 from retrieval.node_level import hybrid_similarity
 from retrieval.paths import lexical
 from tests.factories import DocumentFactory, NodeFactory
+from tests.plans import query_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -138,25 +139,21 @@ def test_the_term_index_sums_leaf_frequencies_and_is_rewritten_not_appended() ->
 
 def test_the_document_level_query_reads_the_term_index_not_the_nodes() -> None:
     _document("A", ["The turbine blade inspection schedule."])
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny table: make the planner show its options
-        cursor.execute(
-            "EXPLAIN SELECT document_id, frequency FROM documents_documentterm WHERE term = ANY(%s)",
-            [["turbin", "blade"]],
-        )
-        plan = "\n".join(row[0] for row in cursor.fetchall())
+    plan = query_plan(
+        "SELECT document_id, frequency FROM documents_documentterm WHERE term = ANY(%s)",
+        [["turbin", "blade"]],
+        without_seqscan=True,
+    )
     assert "document_term_unique" in plan, plan
 
 
 def test_the_node_search_column_has_a_gin_index() -> None:
     _document("A", ["The turbine blade inspection schedule."])
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")  # a tiny table: make the planner show its options
-        cursor.execute(
-            "EXPLAIN SELECT id FROM documents_node WHERE search @@ %s::tsquery",
-            [lexical.tsquery_any(["turbin", "blade"])],
-        )
-        plan = "\n".join(row[0] for row in cursor.fetchall())
+    plan = query_plan(
+        "SELECT id FROM documents_node WHERE search @@ %s::tsquery",
+        [lexical.tsquery_any(["turbin", "blade"])],
+        without_seqscan=True,
+    )
     assert "node_search_gin" in plan, plan
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 from django.conf import settings
@@ -13,6 +11,7 @@ from documents.models import Document, Node
 from retrieval.paths import vector
 from retrieval.paths.vector import NodeHit, document_scores, nearest_nodes, nodes_with_similarity
 from tests.factories import DocumentFactory, NodeFactory
+from tests.plans import query_plan
 
 pytestmark = pytest.mark.django_db
 
@@ -66,18 +65,12 @@ def some_noise() -> tuple[Document, np.ndarray]:
     return _noise(400)
 
 
-def _plan(sql: str, params: list[Any]) -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + sql, params)
-        return "\n".join(row[0] for row in cursor.fetchall())
-
-
 def test_the_index_scan_uses_hnsw_and_the_exact_scan_does_not(noise: tuple[Document, np.ndarray]) -> None:
     document, vectors = noise
     query = vector.vector_literal(vectors[5])
-    plan = _plan(vector.hnsw_sql(filtered=False), vector.hnsw_params(query, limit=50))
+    plan = query_plan(vector.hnsw_sql(filtered=False), vector.hnsw_params(query, limit=50))
     assert "node_embedding_hnsw" in plan, plan
-    plan = _plan(vector.exact_sql(), [query, [document.pk], 50])
+    plan = query_plan(vector.exact_sql(), [query, [document.pk], 50])
     assert "node_embedding_hnsw" not in plan, plan
 
 
