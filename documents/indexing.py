@@ -128,8 +128,6 @@ class MemoEmbedder:
         self.model_name = inner.model_name
         self.dimensions = inner.dimensions
         self.memo: dict[str, np.ndarray] = {}
-        self.embedded = 0  # texts that went through the model
-        self.reused = 0  # texts answered from the memo
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(text for text in texts if text not in self.memo))
@@ -140,8 +138,6 @@ class MemoEmbedder:
                     f"expected {len(missing)} vectors of {self.dimensions}, got {vectors.shape}"
                 )
             self.memo.update(zip(missing, vectors, strict=True))
-        self.embedded += len(missing)
-        self.reused += len(texts) - len(missing)
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         return np.stack([self.memo[text] for text in texts])

@@ -270,14 +270,12 @@ def _block_starts(units: list[_Unit], params: _Params) -> list[int]:
             paragraphs.append(index)
     bounds = [*paragraphs, len(units)]
     starts: list[int] = []
-    short: list[tuple[int, int]] = []  # consecutive paragraphs too short to be a leaf
+    short: list[tuple[int, int]] = []  # (first unit, tokens) of consecutive paragraphs too short for a leaf
 
     def pack_short() -> None:
-        sizes = [float(sum(units[index].tokens + 1 for index in range(first, last))) for first, last in short]
-        costs = [_block_break_cost(units[first]) for first, _ in short]
         pieces = _segment(
-            sizes,
-            costs,
+            [size for _, size in short],
+            [_block_break_cost(units[first]) for first, _ in short],
             target=params.target_leaf_tokens,
             min_size=params.min_leaf_tokens,
             max_size=params.max_leaf_tokens,
@@ -290,7 +288,7 @@ def _block_starts(units: list[_Unit], params: _Params) -> list[int]:
         if short and (size >= params.min_leaf_tokens or _forces_cut(units[first])):
             pack_short()
         if size < params.min_leaf_tokens:
-            short.append((first, last))
+            short.append((first, size))
         elif size <= params.max_leaf_tokens:
             starts.append(first)
         else:
