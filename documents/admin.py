@@ -1,12 +1,36 @@
+"""The admin: a staff surface like any other, so every write goes through the services.
+
+A document added here is queued for ingestion exactly as an upload is (``document_create``,
+with its messages beside the fields); a document's text and a node's offsets are read-only
+(every leaf points into that text); node titles and summaries go through ``node_update``
+(re-embedded, marked edited, corpus version moved); deletes go through the delete services.
+"""
+
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.text import Truncator
 
 from documents.models import Collection, Document, IngestionJob, Node
+from documents.services.documents import (
+    collection_create,
+    collection_delete,
+    collection_slug_clean,
+    collection_update,
+    document_create,
+    document_delete,
+    document_input_clean,
+    document_reindex,
+    document_update,
+    job_retry,
+)
+from documents.services.trees import node_texts_clean, node_update
+from openfable.errors import UserInputError
 
 
 class _TagFilter(admin.SimpleListFilter):
@@ -26,12 +50,124 @@ class _TagFilter(admin.SimpleListFilter):
         return queryset.filter(tags__contains=[value]) if value else queryset
 
 
+def _tags_text(tags: list[str] | None) -> str:
+    return ", ".join(tags or [])
+
+
+# -- collections ----------------------------------------------------------------------------------
+
+
+class CollectionForm(forms.ModelForm):
+    class Meta:
+        model = Collection
+        fields = ["name", "slug", "owner", "members"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "slug" in self.fields:
+            self.fields["slug"].required = False
+            self.fields["slug"].help_text = "made from the name when left empty; fixed once made"
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.instance.pk is None and data.get("name"):
+            try:
+                data["slug"] = collection_slug_clean(name=data["name"], slug=data.get("slug", ""))
+            except UserInputError as error:
+                raise forms.ValidationError({"slug": str(error)}) from None
+        return data
+
+
 @admin.register(Collection)
 class CollectionAdmin(admin.ModelAdmin):
+    form = CollectionForm
     list_display = ["name", "slug", "owner", "created"]
     search_fields = ["name", "slug"]
-    prepopulated_fields = {"slug": ["name"]}
     filter_horizontal = ["members"]
+    fields = ["name", "slug", "owner", "members"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Collection | None = None) -> list[str]:
+        # The slug names the collection in URLs, filters and scripts: fixed once made.
+        return ["slug"] if obj is not None else []
+
+    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Collection:  # type: ignore[override]
+        data = form.cleaned_data
+        if not change:
+            collection = collection_create(
+                name=data["name"], slug=data.get("slug", ""), owner=data.get("owner")
+            )
+        else:
+            collection = form.instance
+            collection.owner = data.get("owner")
+            collection.save(update_fields=["owner"])
+        return collection_update(collection=collection, name=data["name"], members=data.get("members"))
+
+    def save_model(self, request: HttpRequest, obj: Collection, form: Any, change: bool) -> None:
+        pass  # saved by save_form through the services
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        pass  # members were set by collection_update
+
+    def delete_model(self, request: HttpRequest, obj: Collection) -> None:
+        collection_delete(collection=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Collection]) -> None:
+        for collection in queryset:
+            collection_delete(collection=collection)
+
+
+# -- documents ------------------------------------------------------------------------------------
+
+
+class DocumentAddForm(forms.ModelForm):
+    """What a person gives to add a document; checked by the same rules as every other surface."""
+
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 20}), strip=False, label="Text")
+    tags_text = forms.CharField(required=False, label="Tags", help_text="comma-separated")
+    builder = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "default (LLM when configured, else structural)"),
+            ("llm", "llm"),
+            ("structural", "structural"),
+        ],
+    )
+
+    class Meta:
+        model = Document
+        fields = ["collection", "title", "content", "metadata"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        content = data.get("content")
+        if content is not None:
+            # Browsers send line ends as CRLF; the text is stored as the person wrote it, in LF.
+            data["content"] = content.replace("\r\n", "\n")
+        try:
+            data["cleaned"] = document_input_clean(
+                content=data.get("content"),
+                title=data.get("title", ""),
+                tags=data.get("tags_text", ""),
+                metadata=data.get("metadata"),
+                builder=data.get("builder", ""),
+            )
+        except UserInputError as error:
+            raise forms.ValidationError(str(error)) from None
+        return data
+
+
+class DocumentChangeForm(forms.ModelForm):
+    """An indexed document's description; its text is fixed (the tree's offsets point into it)."""
+
+    tags_text = forms.CharField(required=False, label="Tags", help_text="comma-separated")
+
+    class Meta:
+        model = Document
+        fields = ["title", "metadata"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["tags_text"].initial = _tags_text(self.instance.tags)
 
 
 class IngestionJobInline(admin.TabularInline):
@@ -40,29 +176,26 @@ class IngestionJobInline(admin.TabularInline):
     can_delete = False
     show_change_link = True
     fields = ["status", "stage", "progress", "llm_calls", "llm_cost_usd", "error", "created", "finished"]
-    readonly_fields = [
-        "status",
-        "stage",
-        "progress",
-        "llm_calls",
-        "llm_cost_usd",
-        "error",
-        "created",
-        "finished",
-    ]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 class NodeInline(admin.TabularInline):
     model = Node
     extra = 0
     can_delete = False
-    show_change_link = True
+    show_change_link = True  # titles and summaries are edited on the node's own page
     fields = ["order", "kind", "depth", "title", "start_char", "end_char", "token_count", "edited"]
-    readonly_fields = ["order", "kind", "depth", "start_char", "end_char", "token_count"]
+    readonly_fields = fields
     ordering = ["order"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
-        return super().get_queryset(request).defer("embedding", "content")
+        return super().get_queryset(request).defer("embedding", "content", "summary")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(Document)
@@ -71,30 +204,205 @@ class DocumentAdmin(admin.ModelAdmin):
     list_filter = ["status", "collection", "builder", _TagFilter]
     search_fields = ["title", "source_filename", "content_hash"]
     list_select_related = ["collection"]
-    readonly_fields = ["content_hash", "token_count", "builder", "embedding_model", "created", "updated"]
-    inlines = [IngestionJobInline, NodeInline]
+    actions = ["reindex", "retry_failed"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
         return super().get_queryset(request).defer("content")
 
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        kwargs["form"] = DocumentChangeForm if obj is not None else DocumentAddForm
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: Document | None = None) -> list[str]:  # type: ignore[override]
+        if obj is None:
+            return ["collection", "title", "content", "tags_text", "metadata", "builder"]
+        return [
+            "title",
+            "tags_text",
+            "metadata",
+            "collection",
+            "status",
+            "builder",
+            "source_filename",
+            "token_count",
+            "content_hash",
+            "embedding_model",
+            "text_preview",
+            "created",
+            "updated",
+        ]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Document | None = None) -> list[str]:  # type: ignore[override]
+        if obj is None:
+            return []
+        return [
+            "collection",
+            "status",
+            "builder",
+            "source_filename",
+            "token_count",
+            "content_hash",
+            "embedding_model",
+            "text_preview",
+            "created",
+            "updated",
+        ]
+
+    def get_inlines(self, request: HttpRequest, obj: Document | None) -> list[Any]:  # type: ignore[override]
+        return [IngestionJobInline, NodeInline] if obj is not None else []
+
+    @admin.display(description="text")
+    def text_preview(self, document: Document) -> str:
+        text = Document.objects.values_list("content", flat=True).get(pk=document.pk)
+        return Truncator(text).chars(2000)
+
+    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Document:  # type: ignore[override]
+        data = form.cleaned_data
+        if not change:
+            cleaned = data["cleaned"]
+            result = document_create(
+                collection=data["collection"],
+                content=cleaned.text,
+                title=cleaned.title,
+                tags=cleaned.tags,
+                metadata=cleaned.metadata,
+                builder=cleaned.builder,
+            )
+            if not result.created:
+                self.message_user(
+                    request,
+                    "This collection already holds the same text; showing that document.",
+                    level=messages.WARNING,
+                )
+            return result.document
+        return document_update(
+            document=form.instance,
+            title=data["title"],
+            tags=data.get("tags_text", ""),
+            metadata=data["metadata"],
+        )
+
+    def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
+        pass  # saved by save_form through the services
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        pass  # the inlines are read-only
+
+    def delete_model(self, request: HttpRequest, obj: Document) -> None:
+        document_delete(document=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        for document in queryset:
+            document_delete(document=document)
+
+    @admin.action(description="Re-index the selected documents")
+    def reindex(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        for document in queryset:
+            document_reindex(document=document)
+        self.message_user(request, f"Queued {queryset.count()} document(s) for re-indexing.")
+
+    @admin.action(description="Retry the failed ingestion of the selected documents")
+    def retry_failed(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        retried = 0
+        for document in queryset:
+            latest = document.jobs.order_by("-created", "-id").first()
+            if latest is not None and latest.status == IngestionJob.Status.FAILED:
+                job_retry(job=latest)
+                retried += 1
+        self.message_user(
+            request, f"Retried {retried} failed job(s); documents without one were left as they are."
+        )
+
+
+# -- nodes ----------------------------------------------------------------------------------------
+
+
+class NodeForm(forms.ModelForm):
+    class Meta:
+        model = Node
+        fields = ["title", "summary"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        try:
+            node_texts_clean(
+                kind=self.instance.kind, title=data.get("title", ""), summary=data.get("summary", "")
+            )
+        except UserInputError as error:
+            raise forms.ValidationError(str(error)) from None
+        return data
+
 
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "document", "kind", "depth", "order", "token_count", "edited"]
-    list_filter = ["kind", "edited", "document__collection", "document__builder"]
-    search_fields = ["title", "summary", "toc_path", "content"]
+    form = NodeForm
+    list_display = [
+        "__str__",
+        "document",
+        "kind",
+        "depth",
+        "order",
+        "token_count",
+        "edited",
+        "embedding_stale",
+    ]
+    list_filter = ["kind", "edited", "embedding_stale", "document__collection", "document__builder"]
+    search_fields = ["title", "summary", "toc_path"]
     list_select_related = ["document"]
-    raw_id_fields = ["document", "parent"]
-    readonly_fields = ["embedding_preview"]
-    exclude = ["embedding"]
+    fields = [
+        "document",
+        "kind",
+        "depth",
+        "order",
+        "toc_path",
+        "title",
+        "summary",
+        "start_char",
+        "end_char",
+        "token_count",
+        "edited",
+        "embedding_stale",
+        "text_preview",
+        "embedding_preview",
+    ]
+    readonly_fields = [field for field in fields if field not in ("title", "summary")]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
+        return super().get_queryset(request).defer("embedding", "content")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # nodes come from ingestion; the tree keeps its leaves partitioning the text
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Node:  # type: ignore[override]
+        result = node_update(
+            node=form.instance, title=form.cleaned_data["title"], summary=form.cleaned_data["summary"]
+        )
+        if result.reembedding:
+            self.message_user(request, f"Re-embedding {len(result.reembedding)} node(s) in the background.")
+        return result.node
+
+    def save_model(self, request: HttpRequest, obj: Node, form: Any, change: bool) -> None:
+        pass  # saved by save_form through node_update
+
+    @admin.display(description="text")
+    def text_preview(self, node: Node) -> str:
+        text = Node.objects.values_list("content", flat=True).get(pk=node.pk)
+        return Truncator(text).chars(2000) if text else "—"
 
     @admin.display(description="embedding")
     def embedding_preview(self, node: Node) -> str:
-        if node.embedding is None:
+        vector = Node.objects.values_list("embedding", flat=True).get(pk=node.pk)
+        if vector is None:
             return "—"
-        values = list(node.embedding)
+        values = list(vector)
         head = ", ".join(f"{value:.4f}" for value in values[:8])
         return f"[{head}, …] ({len(values)} dimensions)"
+
+
+# -- jobs -----------------------------------------------------------------------------------------
 
 
 @admin.register(IngestionJob)
@@ -113,3 +421,17 @@ class IngestionJobAdmin(admin.ModelAdmin):
     search_fields = ["document__title", "error"]
     list_select_related = ["document"]
     readonly_fields = [field.name for field in IngestionJob._meta.fields]
+    actions = ["retry"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # jobs are made by uploads and re-indexing
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the record of what happened stays
+
+    @admin.action(description="Retry the selected failed jobs")
+    def retry(self, request: HttpRequest, queryset: QuerySet[IngestionJob]) -> None:
+        failed = queryset.filter(status=IngestionJob.Status.FAILED).select_related("document")
+        for job in failed:
+            job_retry(job=job)
+        self.message_user(request, f"Retried {len(failed)} failed job(s).")

@@ -12,6 +12,8 @@ from django.db.models.functions import Concat
 from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
+from documents.ingestion import tree
+
 # PostgreSQL text search configuration of the lexical path (stemming, stop words).
 SEARCH_CONFIG = "english"
 
@@ -87,10 +89,11 @@ class Document(models.Model):
 
 class Node(models.Model):
     class Kind(models.TextChoices):
-        ROOT = "root"
-        SECTION = "section"
-        SUBSECTION = "subsection"
-        LEAF = "leaf"
+        # The one set of kind names, shared with the pure tree code (documents.ingestion.tree).
+        ROOT = tree.ROOT
+        SECTION = tree.SECTION
+        SUBSECTION = tree.SUBSECTION
+        LEAF = tree.LEAF
 
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="nodes")
     parent = models.ForeignKey(
@@ -113,12 +116,15 @@ class Node(models.Model):
     # the column when the model changes (see the system check openfable.E005).
     embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
     edited = models.BooleanField(default=False, help_text="a person changed its title or summary")
+    embedding_stale = models.BooleanField(
+        default=False, help_text="an edit changed the text it is embedded from; a worker is re-embedding it"
+    )
     # The lexical path's terms (english stemming): a leaf's own text, an internal node's title
     # and summary -- what each node says, never its descendants' text twice. Computed by
     # PostgreSQL on every write, so it can never disagree with the text.
     search = models.GeneratedField(
         expression=Case(
-            When(kind="leaf", then=SearchVector("content", config=SEARCH_CONFIG)),
+            When(kind=tree.LEAF, then=SearchVector("content", config=SEARCH_CONFIG)),
             default=SearchVector(
                 Concat("title", Value(" "), "summary", output_field=models.TextField()), config=SEARCH_CONFIG
             ),
@@ -132,26 +138,25 @@ class Node(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["document", "order"], name="node_order_unique_per_document"),
             models.UniqueConstraint(
-                fields=["document"], condition=Q(kind="root"), name="node_one_root_per_document"
+                fields=["document"], condition=Q(kind=tree.ROOT), name="node_one_root_per_document"
             ),
-            models.CheckConstraint(
-                condition=Q(kind__in=["root", "section", "subsection", "leaf"]), name="node_kind_valid"
-            ),
+            models.CheckConstraint(condition=Q(kind__in=list(tree.KINDS)), name="node_kind_valid"),
             models.CheckConstraint(condition=Q(depth__gte=0, depth__lte=4), name="node_depth_range"),
             models.CheckConstraint(
                 condition=(
-                    Q(kind="root", depth=0, parent__isnull=True) | (~Q(kind="root") & Q(depth__gte=1))
+                    Q(kind=tree.ROOT, depth=0, parent__isnull=True) | (~Q(kind=tree.ROOT) & Q(depth__gte=1))
                 ),
                 name="node_root_at_depth_zero",
             ),
             models.CheckConstraint(
-                condition=Q(kind="root") | Q(parent__isnull=False), name="node_non_root_has_parent"
+                condition=Q(kind=tree.ROOT) | Q(parent__isnull=False), name="node_non_root_has_parent"
             ),
             models.CheckConstraint(
-                condition=~Q(kind="section") | Q(depth=1), name="node_section_at_depth_one"
+                condition=~Q(kind=tree.SECTION) | Q(depth=1), name="node_section_at_depth_one"
             ),
             models.CheckConstraint(
-                condition=~Q(kind="subsection") | Q(depth__gte=2, depth__lte=3), name="node_subsection_depth"
+                condition=~Q(kind=tree.SUBSECTION) | Q(depth__gte=2, depth__lte=3),
+                name="node_subsection_depth",
             ),
             models.CheckConstraint(
                 condition=Q(start_char__lte=models.F("end_char")), name="node_span_ordered"

@@ -1,28 +1,146 @@
-"""Reads of the corpus. Views, APIs and commands call these instead of building querysets."""
+"""Reads of the corpus, including who may see what. Every surface and retrieval's scope call these.
+
+Visibility: a user sees the collections they own or are a member of, and what is in them;
+a superuser sees everything. ``user=None`` is a trusted caller inside the machine (the command
+line, the benchmarks, Celery tasks) and sees everything too. Anything a user may not see reads
+as absent (``NotFoundError``, a 404), never as forbidden, so ids do not leak what exists.
+"""
 
 from __future__ import annotations
 
-from django.db.models import Count, QuerySet
+from typing import Any
 
-from documents.models import Collection, CorpusVersion, Document, Node
+from django.db.models import Count, Q, QuerySet
+
+from documents.models import Collection, CorpusVersion, Document, IngestionJob, Node
+from openfable.errors import NotFoundError
 
 
-def collection_list() -> QuerySet[Collection]:
-    return Collection.objects.annotate(document_count=Count("documents")).order_by("name")
+def _sees_everything(user: Any) -> bool:
+    return user is None or bool(getattr(user, "is_superuser", False) and getattr(user, "is_active", False))
 
 
-def document_list(*, collection: Collection | None = None) -> QuerySet[Document]:
-    documents = Document.objects.select_related("collection").defer("content")
-    if collection is not None:
-        documents = documents.filter(collection=collection)
+def collections_visible(*, user: Any) -> QuerySet[Collection]:
+    """The collections ``user`` may read (all of them for a superuser or a trusted caller)."""
+    if _sees_everything(user):
+        return Collection.objects.all()
+    if not getattr(user, "is_authenticated", False):
+        return Collection.objects.none()
+    # A subquery rather than a join: no duplicate rows for an owner who is also a member.
+    member_of = Collection.members.through.objects.filter(user_id=user.pk).values("collection_id")
+    return Collection.objects.filter(Q(owner_id=user.pk) | Q(pk__in=member_of))
+
+
+def collection_list(*, user: Any) -> QuerySet[Collection]:
+    return collections_visible(user=user).annotate(document_count=Count("documents")).order_by("name")
+
+
+def collection_get(*, user: Any, collection: Collection | str | int) -> Collection:
+    """A visible collection by slug or id (digits in a string count as an id); ``NotFoundError`` otherwise."""
+    visible = collections_visible(user=user)
+    if isinstance(collection, Collection):
+        collection = collection.pk
+    found: Collection | None = None
+    if isinstance(collection, str):
+        found = visible.filter(slug=collection.strip()).first()
+    if found is None and (pk := as_id(collection)) is not None:
+        found = visible.filter(pk=pk).first()
+    if found is None:
+        raise NotFoundError(
+            f"There is no collection {collection!r}. Use the slug or id of a collection you can see "
+            "(see the collection list)."
+        )
+    return found
+
+
+def documents_visible(*, user: Any) -> QuerySet[Document]:
+    if _sees_everything(user):
+        return Document.objects.all()
+    return Document.objects.filter(collection__in=collections_visible(user=user))
+
+
+def document_list(
+    *,
+    user: Any,
+    collection: Collection | str | int | None = None,
+    status: str | None = None,
+    tag: str | None = None,
+    search: str | None = None,
+) -> QuerySet[Document]:
+    """Visible documents, newest first, without their text; filters are optional."""
+    documents = documents_visible(user=user).select_related("collection").defer("content")
+    if collection not in (None, ""):
+        documents = documents.filter(collection=collection_get(user=user, collection=collection))  # type: ignore[arg-type]
+    if status:
+        documents = documents.filter(status=status)
+    if tag:
+        documents = documents.filter(tags__contains=[tag])
+    if search:
+        documents = documents.filter(Q(title__icontains=search) | Q(source_filename__icontains=search))
     return documents
+
+
+def document_get(*, user: Any, pk: object) -> Document:
+    """A visible document with its collection; ``NotFoundError`` when it does not exist or is not visible."""
+    number = as_id(pk)
+    document = (
+        documents_visible(user=user).select_related("collection").filter(pk=number).first()
+        if number is not None
+        else None
+    )
+    if document is None:
+        raise NotFoundError(f"There is no document {pk!r}. Use the id of a document you can see.")
+    return document
 
 
 def document_nodes(*, document: Document) -> QuerySet[Node]:
     return Node.objects.filter(document=document).defer("embedding").order_by("order")
 
 
+def node_get(*, user: Any, pk: object) -> Node:
+    number = as_id(pk)
+    visible = documents_visible(user=user)
+    node = (
+        Node.objects.select_related("document", "document__collection")
+        .defer("embedding")
+        .filter(pk=number, document__in=visible)
+        .first()
+        if number is not None
+        else None
+    )
+    if node is None:
+        raise NotFoundError(f"There is no node {pk!r}. Use the id of a node of a document you can see.")
+    return node
+
+
+def job_get(*, user: Any, pk: object) -> IngestionJob:
+    number = as_id(pk)
+    job = (
+        IngestionJob.objects.select_related("document")
+        .filter(pk=number, document__in=documents_visible(user=user))
+        .first()
+        if number is not None
+        else None
+    )
+    if job is None:
+        raise NotFoundError(f"There is no ingestion job {pk!r}.")
+    return job
+
+
+def document_latest_job(*, document: Document) -> IngestionJob | None:
+    return document.jobs.order_by("-created", "-id").first()
+
+
 def corpus_version() -> int:
     """The current corpus version (0 before the first write)."""
     row = CorpusVersion.objects.filter(pk=1).values_list("version", flat=True).first()
     return int(row or 0)
+
+
+def as_id(value: object) -> int | None:
+    """A primary key, or None; out-of-range numbers would make PostgreSQL raise, not match."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
+        return value
+    return None

@@ -1,39 +1,52 @@
-"""Celery tasks: thin shells around documents.indexing."""
+"""Celery tasks: thin shells that take ids and call the services (documents.services.*)."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError
 
-from documents.indexing import claim_job, document_index, job_fail
+from documents.services.jobs import job_fail_unfinished, job_run_now
+from documents.services.reembed import nodes_embed_stale
 from openfable.embeddings import EmbeddingDimensionError, EmbeddingError
 
 logger = logging.getLogger(__name__)
 
-# Failures worth retrying: the database or the embedding service briefly away.
+# Failures worth retrying: the database or the embedding service briefly away. A wrong
+# embedding size is a setting to fix, so it is recorded on the job at once instead.
 TRANSIENT_ERRORS = (OperationalError, InterfaceError, EmbeddingError)
 MAX_RETRIES = 3
+_RETRY_OPTIONS: dict[str, Any] = {
+    "autoretry_for": TRANSIENT_ERRORS,
+    "dont_autoretry_for": (EmbeddingDimensionError,),
+    "max_retries": MAX_RETRIES,
+    "retry_backoff": 2,  # seconds before the first retry, doubling
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+}
 
 
-@shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
+class _IngestTask(Task):
+    def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        # Celery gave up retrying: the job must not stay "running" forever.
+        document_id = kwargs.get("document_id", args[0] if args else None)
+        if document_id is not None:
+            job_fail_unfinished(
+                document_id=document_id, error=f"Gave up after {self.request.retries} retries: {exc}"
+            )
+
+
+@shared_task(base=_IngestTask, bind=True, acks_late=True, **_RETRY_OPTIONS)
 def ingest_document(self: Task, document_id: int) -> None:
     """Index the document's newest unfinished job. Safe to run twice: the tree is replaced, never appended."""
-    job = claim_job(document_id=document_id)
-    if job is None:
-        logger.info("document %s: no unfinished ingestion job (deleted or already done)", document_id)
-        return
-    try:
-        document_index(job=job)
-    except EmbeddingDimensionError as error:
-        job_fail(job=job, error=str(error))
-    except TRANSIENT_ERRORS as error:
-        if self.request.retries >= MAX_RETRIES:
-            job_fail(job=job, error=f"Gave up after {MAX_RETRIES} retries: {error}")
-            return
-        logger.warning("document %s: transient failure, retrying: %s", document_id, error)
-        raise self.retry(exc=error, countdown=2 ** (self.request.retries + 1)) from error
-    except Exception as error:  # anything else is recorded on the job, never lost
-        logger.exception("document %s: ingestion failed", document_id)
-        job_fail(job=job, error=f"{type(error).__name__}: {error}")
+    run = job_run_now(document_id=document_id, retryable=TRANSIENT_ERRORS)
+    if run is not None and run.error is not None:
+        logger.warning("document %s: ingestion failed: %s", document_id, run.job.error)
+
+
+@shared_task(bind=True, acks_late=True, **_RETRY_OPTIONS)
+def embed_nodes(self: Task, node_ids: list[int]) -> None:
+    """Re-embed nodes whose embedded text a person changed (a node edit); deleted ids are skipped."""
+    nodes_embed_stale(node_ids=node_ids)

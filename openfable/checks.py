@@ -9,6 +9,8 @@ from django.core.checks import Error, Tags, register
 from django.db import connections
 from django.db.utils import DatabaseError
 
+from openfable.embeddings import dimensions_mismatch
+
 
 @register(Tags.compatibility)
 def check_environment(app_configs: Any = None, **kwargs: Any) -> list[Error]:
@@ -72,14 +74,7 @@ def check_embedding_dimensions(app_configs: Any = None, databases: Any = None, *
             stored = stored_embedding_dimensions(alias)
         except DatabaseError:
             continue
-        if stored is not None and stored != settings.EMBEDDING_DIMENSIONS:
-            errors.append(
-                Error(
-                    f"OPENFABLE_EMBEDDING_DIMENSIONS={settings.EMBEDDING_DIMENSIONS} does not match the "
-                    f"stored vectors ({stored} dimensions) in database {alias!r}.",
-                    hint=f"Set OPENFABLE_EMBEDDING_DIMENSIONS={stored} to keep the current index, or run "
-                    "`python manage.py openfable reembed` to switch every node to the new model and size.",
-                    id="openfable.E005",
-                )
-            )
+        problem = dimensions_mismatch(configured=settings.EMBEDDING_DIMENSIONS, stored=stored)
+        if problem:
+            errors.append(Error(f"{problem} (database {alias!r})", id="openfable.E005"))
     return errors

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from openfable.errors import UserInputError
 from openfable.llm import import_litellm, litellm_model_name
 from openfable.retry import RetryPolicy, call_with_retries, is_transient, status_code_of
 
@@ -55,8 +56,38 @@ class EmbeddingError(Exception):
     """Embeddings could not be computed; the message says what to check."""
 
 
-class EmbeddingDimensionError(EmbeddingError):
-    """The service returned vectors of another size than configured."""
+class EmbeddingDimensionError(EmbeddingError, UserInputError):
+    """Vectors of another size than configured or stored: a setting to fix, never worth a retry."""
+
+    code = "embedding_dimensions"
+
+
+def dimensions_mismatch(*, configured: int, stored: int | None, model_name: str = "") -> str | None:
+    """The one check that an embedding size fits the stored vectors: None, or what to do about it."""
+    if stored is None or configured == stored:
+        return None
+    problem = (
+        f"The embedding model {model_name!r} makes {configured}-dimensional vectors but the database stores {stored}."
+        if model_name
+        else f"OPENFABLE_EMBEDDING_DIMENSIONS={configured} does not match the stored vectors ({stored} dimensions)."
+    )
+    return (
+        f"{problem} Set "
+        f"OPENFABLE_EMBEDDING_DIMENSIONS={stored} with a matching model, or run "
+        "`python manage.py openfable reembed` to switch every node to the new model and size."
+    )
+
+
+def check_vectors(vectors: object, *, count: int, dimensions: int, model_name: str) -> np.ndarray:
+    """``vectors`` as a (count, dimensions) float32 array, or ``EmbeddingDimensionError`` saying what came back."""
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.shape != (count, dimensions):
+        raise EmbeddingDimensionError(
+            f"The embedding model {model_name!r} returned vectors of shape {array.shape} for {count} "
+            f"texts; expected {dimensions} dimensions each (OPENFABLE_EMBEDDING_DIMENSIONS). Choose a "
+            "model of that size, or set the size the model makes and re-embed the corpus."
+        )
+    return array
 
 
 def _normalise_rows(matrix: np.ndarray) -> np.ndarray:

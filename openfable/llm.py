@@ -3,7 +3,11 @@
 Everything an LLM step needs goes through :class:`LLMClient`: one place for the model name, the
 timeout, retries (our own loop, see ``openfable.retry``), a bound on concurrent calls, a response
 cache and cost accounting. Callers send messages plus a JSON schema and get parsed JSON back, or
-an :class:`LLMError` subclass they can catch to fall back to the non-LLM path.
+an :class:`LLMError` subclass they can catch to fall back to the non-LLM path. :class:`LLMUsage`
+is the one record of calls, tokens and cost that every LLM step (indexing and retrieval) sums.
+
+The default response cache is :class:`DatabaseLLMCache`, one row per answer in
+``openfable.models.LLMCacheEntry`` (a table ``migrate`` makes).
 
 litellm is imported lazily (``import_litellm``) because importing it takes seconds; the web process
 and commands that never call a model should not pay for it.
@@ -24,8 +28,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
@@ -92,7 +97,6 @@ class LLMConfig:
     retry_base_delay_s: float = 1.0
     retry_max_delay_s: float = 30.0
     temperature: float | None = None  # None: the provider's default (some models reject others)
-    cache_timeout_s: int | None = None  # None: the cache backend's own TIMEOUT applies
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -113,6 +117,59 @@ class LLMResult:
     cached: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class LLMUsage:
+    """Calls, tokens and cost of LLM steps; sum with :meth:`plus`.
+
+    A cache hit counts as a call (and a cached call) with no tokens and no cost. A failed call
+    counts too, with whatever tokens the model spent before the answer turned out unusable.
+    """
+
+    calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @classmethod
+    def of(cls, outcome: LLMResult | BaseException) -> LLMUsage:
+        """The usage of one call, from its result or the exception it raised."""
+        if isinstance(outcome, LLMResult):
+            return cls(
+                calls=1,
+                cached_calls=int(outcome.cached),
+                prompt_tokens=outcome.prompt_tokens,
+                completion_tokens=outcome.completion_tokens,
+                cost_usd=outcome.cost_usd,
+            )
+        if isinstance(outcome, LLMOutputError):  # the model answered: its tokens were paid for
+            return cls(
+                calls=1,
+                prompt_tokens=outcome.prompt_tokens,
+                completion_tokens=outcome.completion_tokens,
+                cost_usd=outcome.cost_usd,
+            )
+        return cls(calls=1)
+
+    def plus(self, other: LLMUsage) -> LLMUsage:
+        return LLMUsage(
+            calls=self.calls + other.calls,
+            cached_calls=self.cached_calls + other.cached_calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "cached_calls": self.cached_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+
 @dataclass(frozen=True)
 class LLMRequest:
     """One call for :meth:`LLMClient.complete_json_many`."""
@@ -125,11 +182,47 @@ class LLMRequest:
 
 
 class CacheLike(Protocol):
-    """The part of Django's cache API the client uses."""
+    """The part of Django's cache API the client uses (tests inject a dict-backed one)."""
 
     def get(self, key: str, default: Any = None) -> Any: ...
 
-    def set(self, key: str, value: Any, timeout: Any = ...) -> None: ...
+    def set(self, key: str, value: Any) -> None: ...
+
+
+class DatabaseLLMCache:
+    """The default cache: one ``LLMCacheEntry`` row per answer, in the project's database.
+
+    ``get`` is one primary-key lookup; ``set`` one upsert (two identical calls racing both
+    store, the later answer wins). Inside a caller's transaction each query runs in a
+    savepoint, so a failing cache query cannot abort the caller's work.
+    """
+
+    def get(self, key: str, default: Any = None) -> Any:
+        from openfable.models import LLMCacheEntry
+
+        with _contained():
+            value = LLMCacheEntry.objects.filter(key=key).values_list("value", flat=True).first()
+        return default if value is None else value
+
+    def set(self, key: str, value: Any) -> None:
+        from openfable.models import LLMCacheEntry
+
+        with _contained():
+            LLMCacheEntry.objects.bulk_create(
+                [LLMCacheEntry(key=key, value=value)],
+                update_conflicts=True,
+                unique_fields=["key"],
+                update_fields=["value", "created_at"],
+            )
+
+
+@contextmanager
+def _contained() -> Iterator[None]:
+    from django.db import connection, transaction
+
+    # Outside a transaction (autocommit) a failed query harms nothing and needs no savepoint.
+    with transaction.atomic() if connection.in_atomic_block else nullcontext():
+        yield
 
 
 # -- errors --------------------------------------------------------------------------------------
@@ -210,7 +303,7 @@ class LLMClient:
             context_window=int(getattr(settings, "LLM_CONTEXT_WINDOW", 8192)),
             retry_base_delay_s=float(getattr(settings, "LLM_RETRY_BASE_DELAY", 1.0)),
         )
-        return cls(config, _default_cache())
+        return cls(config, DatabaseLLMCache())
 
     @property
     def model_name(self) -> str:
@@ -407,7 +500,7 @@ class LLMClient:
             return None
         try:
             value = self.cache.get(key)
-        except Exception:  # a broken cache (e.g. missing table) must not stop the LLM path
+        except Exception:  # a broken cache (e.g. database down) must not stop the LLM path
             logger.warning("LLM cache read failed", exc_info=True)
             return None
         if isinstance(value, dict) and "text" in value and "data" in value:
@@ -418,10 +511,7 @@ class LLMClient:
         if self.cache is None:
             return
         try:
-            if self.config.cache_timeout_s is None:
-                self.cache.set(key, value)  # Django: None would mean "forever", not "default"
-            else:
-                self.cache.set(key, value, timeout=self.config.cache_timeout_s)
+            self.cache.set(key, value)
         except Exception:
             logger.warning("LLM cache write failed", exc_info=True)
 
@@ -463,14 +553,6 @@ def _describe(exc: BaseException, timeout_s: float) -> str:
     return f"{type(exc).__name__}" + (f" (HTTP {code})" if code else "") + f": {text}"
 
 
-def _default_cache() -> CacheLike:
-    from django.conf import settings
-    from django.core.cache import caches
-
-    alias = "llm" if "llm" in getattr(settings, "CACHES", {}) else "default"
-    return caches[alias]
-
-
 def llm_configured() -> bool:
     """True when settings name an LLM model (otherwise the structural/vector paths run alone)."""
     from django.conf import settings
@@ -480,6 +562,7 @@ def llm_configured() -> bool:
 
 __all__ = [
     "CacheLike",
+    "DatabaseLLMCache",
     "LLMClient",
     "LLMConfig",
     "LLMError",
@@ -488,6 +571,7 @@ __all__ = [
     "LLMRequestError",
     "LLMResult",
     "LLMUnavailableError",
+    "LLMUsage",
     "import_litellm",
     "litellm_model_name",
     "llm_configured",

@@ -33,7 +33,6 @@ def main() -> int:
         print(error, file=sys.stderr)
         return 1
     call_command("migrate", interactive=False, verbosity=0)
-    call_command("createcachetable", verbosity=0)
     _ensure_admin_account()
 
     host = os.environ.get("OPENFABLE_HOST", "127.0.0.1")

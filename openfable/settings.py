@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "openfable",
     "documents",
     "retrieval",
+    "cli",
 ]
 
 MIDDLEWARE = [
@@ -70,6 +71,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "openfable.http.UserInputErrorMiddleware",
 ]
 
 ROOT_URLCONF = "openfable.urls"
@@ -103,18 +105,14 @@ else:
 
     DATABASES = {"default": ensure_running(EMBEDDED_DATABASE_DIR).django_config()}
 DATABASES["default"].setdefault("TEST", {})
+# Lets two test runs share one PostgreSQL server without dropping each other's test database.
+if test_database_name := os.environ.get("OPENFABLE_TEST_DATABASE_NAME"):
+    DATABASES["default"]["TEST"]["NAME"] = test_database_name
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# LLM answers are cached in their own table (openfable.models.LLMCacheEntry, made by migrate).
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    # LLM answers keyed by (model, prompt hash): shared by web and workers, survives
-    # restarts, so re-indexing unchanged text costs nothing.
-    "llm": {
-        "BACKEND": "django.core.cache.backends.db.DatabaseCache",
-        "LOCATION": "openfable_llm_cache",
-        "TIMEOUT": None,
-        "OPTIONS": {"MAX_ENTRIES": 200_000},
-    },
 }
 
 # --- Celery -----------------------------------------------------------------------------
@@ -182,7 +180,9 @@ MAX_DOCUMENT_BYTES = env.integer("MAX_DOCUMENT_BYTES", 5_000_000, minimum=1)
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-LOGIN_URL = "admin:login"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "documents:home"
+LOGOUT_REDIRECT_URL = "login"
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -201,6 +201,7 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "openfable.http.drf_exception_handler",
 }
 SPECTACULAR_SETTINGS = {"TITLE": "OpenFable API", "VERSION": "0.1.0"}
 

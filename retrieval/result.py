@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from openfable.errors import UserInputError
+from openfable.llm import LLMUsage
+
 type Mode = Literal["bipath", "vector", "llm"]
 type Routing = Literal["documents", "nodes"]
 
@@ -24,7 +27,7 @@ TREE_EXPANSION = "tree_expansion"  # node level: exact similarity + tree propaga
 PATH_NAMES: tuple[str, ...] = (VECTOR, LEXICAL, LLM_SELECT, LLM_NAVIGATE, TREE_EXPANSION)
 
 
-class RetrievalInputError(ValueError):
+class RetrievalInputError(UserInputError):
     """Input a user can fix (budget, query, mode, filters); the message says what to do."""
 
 
@@ -162,33 +165,6 @@ class Chunk:
             "scores": self.scores.to_dict(),
             "found_by": list(self.found_by),
             "truncated": self.truncated,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class LLMUsage:
-    calls: int = 0
-    cached_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-
-    def plus(self, other: LLMUsage) -> LLMUsage:
-        return LLMUsage(
-            calls=self.calls + other.calls,
-            cached_calls=self.cached_calls + other.cached_calls,
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            cost_usd=self.cost_usd + other.cost_usd,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "cached_calls": self.cached_calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cost_usd": self.cost_usd,
         }
 
 

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import F, Func, Q, QuerySet
+from django.db.models import F, Func, QuerySet
 
 from documents.models import Collection, Document
+from documents.selectors import as_id, collection_get, collections_visible
+from openfable.errors import NotFoundError
 from retrieval.result import RetrievalInputError
 
 
@@ -27,14 +29,10 @@ class Scope:
 
 
 def _visible_collections(user: Any) -> tuple[QuerySet[Collection] | None, str]:
-    """Collections a user may read: shared ones (no owner), their own, those they belong to.
-    No user (trusted internal callers) and superusers see everything."""
+    """Collections a user may read (``documents.selectors``); None when that is all of them."""
     if user is None or getattr(user, "is_superuser", False):
         return None, "all"
-    if not getattr(user, "is_authenticated", False):
-        return Collection.objects.filter(owner__isnull=True), "public"
-    readable = Q(owner__isnull=True) | Q(owner=user) | Q(members=user)
-    return Collection.objects.filter(readable).distinct(), f"user:{user.pk}"
+    return collections_visible(user=user), f"user:{getattr(user, 'pk', None) or 'anonymous'}"
 
 
 def resolve_scope(
@@ -54,7 +52,7 @@ def resolve_scope(
     selected = visible
     filters: dict[str, Any] = {}
     if collection is not None and collection != "":
-        found = _find_collection(collection, collections)
+        found = _find_collection(collection, user)
         selected = selected.filter(collection=found)
         filters["collection"] = found.slug
     if isinstance(documents, str | int):
@@ -99,32 +97,18 @@ def resolve_scope(
     return Scope(document_ids=ids, filters=filters, visibility=visibility)
 
 
-def _find_collection(value: str | int, readable: QuerySet[Collection] | None) -> Collection:
-    pool = Collection.objects.all() if readable is None else readable
-    found: Collection | None = None
-    if isinstance(value, str):
-        found = pool.filter(slug=value.strip()).first()
-    if found is None and (pk := _as_id(value)) is not None:
-        found = pool.filter(pk=pk).first()
-    if found is None:
+def _find_collection(value: str | int, user: Any) -> Collection:
+    try:
+        return collection_get(user=user, collection=value)
+    except NotFoundError:
         raise RetrievalInputError(
             f"There is no collection {value!r}. Use the slug or id of an existing collection "
             "(see the collection list), or leave the collection filter out."
-        )
-    return found
+        ) from None
 
 
 def _document_id(value: object) -> int:
-    number = _as_id(value)
+    number = as_id(value)
     if number is None:
         raise RetrievalInputError(f"Document ids are positive whole numbers; {value!r} is not one.")
     return number
-
-
-def _as_id(value: object) -> int | None:
-    """A primary key, or None; out-of-range numbers would make PostgreSQL raise, not match."""
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
-        return value
-    return None

@@ -38,7 +38,7 @@ from django.db.models import OuterRef, Subquery
 from documents.models import Document, Node
 from documents.selectors import corpus_version
 from openfable.embeddings import get_embedder
-from openfable.llm import LLMClient, llm_configured
+from openfable.llm import LLMClient, LLMUsage, llm_configured
 from openfable.tokens import count_tokens
 from retrieval import cache
 from retrieval.fusion import Fused, fuse
@@ -57,7 +57,6 @@ from retrieval.result import (
     Chunk,
     ChunkScores,
     DocumentHit,
-    LLMUsage,
     PathReport,
     RetrievalInputError,
     RetrievalResult,

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
 
+from openfable.errors import UserInputError
+
 _MARKER_PREVIEW_CHARS = 80
 
 # Typographic characters a model tends to replace (or that the text has and the model drops).
@@ -51,7 +53,7 @@ _FOLD_TABLE = str.maketrans(
 _TRAILING_ELLIPSIS = re.compile(r"(?:\s*(?:\.\.\.|\u2026))+$")
 
 
-class MarkerNotFoundError(ValueError):
+class MarkerNotFoundError(UserInputError):
     """A marker does not occur in the text after the previous one; the message names both."""
 
     def __init__(self, marker: str, after: int, *, index: int) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from documents.ingestion.boundaries import MarkerNotFoundError, chunk_spans, locate_markers
 from documents.ingestion.prompts import chunking_messages, feedback_messages, merge_messages, tree_messages
@@ -35,6 +35,9 @@ from documents.ingestion.tree_schema import (
     tree_from_json,
 )
 from documents.ingestion.windows import make_windows, merge_boundaries
+
+if TYPE_CHECKING:
+    from openfable.llm import LLMUsage
 
 Span = tuple[int, int]
 Progress = Callable[[str, float], None]
@@ -54,22 +57,6 @@ class JSONCompleter(Protocol):
     def context_window(self) -> int: ...
 
     def complete_json_many(self, requests: Sequence[Any]) -> list[Any]: ...
-
-
-@dataclass
-class LLMUsage:
-    calls: int = 0
-    cached_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-
-    def record(self, result: Any) -> None:
-        self.calls += 1
-        self.cached_calls += int(bool(getattr(result, "cached", False)))
-        self.prompt_tokens += int(getattr(result, "prompt_tokens", 0) or 0)
-        self.completion_tokens += int(getattr(result, "completion_tokens", 0) or 0)
-        self.cost_usd += float(getattr(result, "cost_usd", 0.0) or 0.0)
 
 
 @dataclass
@@ -100,6 +87,8 @@ class LLMBuilder:
         validation_retries: int = 2,
         progress: Progress | None = None,
     ) -> None:
+        from openfable.llm import LLMUsage  # the client's own types; imported lazily
+
         # request_factory builds the client's request objects (openfable.llm.LLMRequest);
         # injected so this module needs no import of the client.
         self._client = client
@@ -194,7 +183,7 @@ class LLMBuilder:
         client's own retries, or an answer still invalid after ``validation_retries``
         re-asks, fails the whole build.
         """
-        from openfable.llm import LLMOutputError  # the client's error types; imported lazily
+        from openfable.llm import LLMOutputError, LLMUsage  # the client's own types; imported lazily
 
         pending = list(tasks)
         while pending:
@@ -207,12 +196,12 @@ class LLMBuilder:
             for task, answer in zip(pending, answers, strict=True):
                 task.attempts += 1
                 if isinstance(answer, LLMOutputError):
-                    self.usage.calls += 1
+                    self.usage = self.usage.plus(LLMUsage.of(answer))
                     error, raw = f"the answer was not valid JSON ({answer})", answer.text
                 elif isinstance(answer, Exception):
                     raise LLMBuildFailed(f"{what} {task.index + 1}: {answer}") from answer
                 else:
-                    self.usage.record(answer)
+                    self.usage = self.usage.plus(LLMUsage.of(answer))
                     try:
                         task.result = accept(task, answer.data)
                         continue

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from openfable.errors import UserInputError
+
 ROOT = "root"
 SECTION = "section"
 SUBSECTION = "subsection"
@@ -59,7 +61,7 @@ def kind_for_depth(depth: int, *, is_leaf: bool) -> str:
     return SUBSECTION
 
 
-class TreeShapeError(ValueError):
+class TreeShapeError(UserInputError):
     """The tree breaks one of the shape rules; the message says which node and why."""
 
 

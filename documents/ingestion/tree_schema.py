@@ -25,6 +25,7 @@ from itertools import pairwise
 from typing import Any
 
 from documents.ingestion.tree import LEAF, MAX_DEPTH, ROOT, TreeNode, check_tree, kind_for_depth
+from openfable.errors import UserInputError
 
 Span = tuple[int, int]
 
@@ -91,14 +92,14 @@ _TITLE_PREVIEW_CHARS = 40
 _CODE_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
 
 
-class AnswerError(ValueError):
+class AnswerError(UserInputError):
     """A JSON answer from a model or agent is invalid; the message is fit to send back to it."""
 
     subject = "answer"
 
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
-        super().__init__(_format_problems(self.subject, self.problems))
+        super().__init__(_format_problems(self.subject, self.problems), details={"problems": self.problems})
 
 
 class TreeValidationError(AnswerError):

@@ -25,10 +25,9 @@ from django.db.models import Q
 
 from documents.ingestion.prompts import DOCUMENT_TAG, fence_untrusted
 from documents.models import Node
-from openfable.llm import LLMClient, LLMError, LLMOutputError
+from openfable.llm import LLMClient, LLMError, LLMOutputError, LLMUsage
 from openfable.tokens import count_tokens, truncate_to_tokens
 from retrieval.paths.vector import NodeRow
-from retrieval.result import LLMUsage
 
 logger = logging.getLogger(__name__)
 
@@ -325,27 +324,15 @@ def ask_for_scores(
             messages, schema=schema, schema_name=schema_name, purpose=purpose, max_tokens=ANSWER_MAX_TOKENS
         )
     except LLMOutputError as exc:
-        usage = LLMUsage(
-            calls=1,
-            prompt_tokens=exc.prompt_tokens,
-            completion_tokens=exc.completion_tokens,
-            cost_usd=exc.cost_usd,
-        )
-        return LLMPathOutcome(scores={}, usage=usage, error=str(exc))
+        return LLMPathOutcome(scores={}, usage=LLMUsage.of(exc), error=str(exc))
     except LLMError as exc:
-        return LLMPathOutcome(scores={}, usage=LLMUsage(calls=1), error=str(exc), service_failed=True)
+        return LLMPathOutcome(scores={}, usage=LLMUsage.of(exc), error=str(exc), service_failed=True)
     except Exception as exc:  # an LLM failure never fails the query (litellm can raise anything)
         logger.exception("LLM %s failed unexpectedly", purpose)
         return LLMPathOutcome(
-            scores={}, usage=LLMUsage(calls=1), error=f"{type(exc).__name__}: {exc}", service_failed=True
+            scores={}, usage=LLMUsage.of(exc), error=f"{type(exc).__name__}: {exc}", service_failed=True
         )
-    usage = LLMUsage(
-        calls=1,
-        cached_calls=int(result.cached),
-        prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens,
-        cost_usd=result.cost_usd,
-    )
+    usage = LLMUsage.of(result)
     try:
         parsed = parse_scores(result.data, key=key, offered=offered)
     except LLMAnswerError as exc:

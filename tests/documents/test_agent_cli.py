@@ -21,10 +21,10 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from documents.agent import METADATA_KEY, agent_apply_chunks, agent_apply_tree, parse_markers_file
 from documents.ingestion.tree_schema import MARKERS_JSON_SCHEMA, TREE_JSON_SCHEMA
 from documents.models import Document, IngestionJob, Node
-from documents.services import document_create
+from documents.services.agent import METADATA_KEY, agent_apply_chunks, agent_apply_tree, parse_markers_file
+from documents.services.documents import document_create
 from tests.cli import run_openfable as run
 from tests.conftest import REPO_ROOT
 from tests.factories import CollectionFactory

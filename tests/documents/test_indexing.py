@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from celery.contrib.testing.worker import start_worker
 
-from documents.indexing import MemoEmbedder, claim_job, document_index, job_fail
 from documents.models import Document, IngestionJob, Node
-from documents.services import document_create, document_reindex
+from documents.services.documents import document_create, document_reindex
+from documents.services.jobs import MemoEmbedder, document_index, job_claim, job_fail
 from openfable.celery import app as celery_app
 from openfable.embeddings import Embedder, RemoteEmbedder, get_embedder
 from tests.factories import CollectionFactory
@@ -27,7 +27,7 @@ TEXT = (
 
 
 def _index(document: Document) -> IngestionJob:
-    job = claim_job(document_id=document.pk)
+    job = job_claim(document_id=document.pk)
     assert job is not None
     document_index(job=job)
     job.refresh_from_db()
@@ -101,7 +101,7 @@ def test_a_leaf_that_is_a_whole_paragraph_goes_through_the_model_once_and_keeps_
     document = document_create(
         collection=CollectionFactory.create(), content=PARAGRAPHS, title="Two topics", queue=False
     ).document
-    job = claim_job(document_id=document.pk)
+    job = job_claim(document_id=document.pk)
     assert job is not None
     recorder = RecordingEmbedder(get_embedder())
     document_index(job=job, embedder=recorder)
@@ -170,7 +170,7 @@ def test_a_failed_reindex_keeps_the_old_tree_shows_the_error_and_can_be_retried(
     old_tree = list(Node.objects.filter(document=document).values_list("pk", "content"))
 
     document_reindex(document=document, queue=False)
-    job = claim_job(document_id=document.pk)
+    job = job_claim(document_id=document.pk)
     assert job is not None
     broken = RemoteEmbedder(
         url=scripted_openai.base_url, model="tiny", api_key="", dimensions=384, batch_size=8
@@ -192,7 +192,7 @@ def test_a_failed_reindex_keeps_the_old_tree_shows_the_error_and_can_be_retried(
 @pytest.mark.django_db
 def test_a_dimension_mismatch_is_refused_before_any_write(scripted_openai: ScriptedOpenAIServer) -> None:
     document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
-    job = claim_job(document_id=document.pk)
+    job = job_claim(document_id=document.pk)
     assert job is not None
     wrong = RemoteEmbedder(
         url=scripted_openai.base_url, model="big", api_key="", dimensions=1024, batch_size=8

@@ -11,15 +11,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.cache import caches
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from documents.indexing import claim_job, document_index
 from documents.models import Document, IngestionJob, Node
-from documents.services import document_create, document_reindex
+from documents.services.documents import document_create, document_reindex
+from documents.services.jobs import document_index, job_claim
+from openfable.models import LLMCacheEntry
 from tests.factories import CollectionFactory
 from tests.fakes import fable_llm
 from tests.fakes.openai_server import ScriptedOpenAIServer, delay, status
@@ -44,7 +44,7 @@ def llm(scripted_openai: ScriptedOpenAIServer, settings: SettingsWrapper) -> Ite
     settings.LLM_MAX_RETRIES = 2
     settings.LLM_RETRY_BASE_DELAY = 0.01
     settings.LLM_TREE_RETRIES = 2
-    caches["llm"].clear()
+    LLMCacheEntry.objects.all().delete()
     yield scripted_openai
 
 
@@ -56,7 +56,7 @@ def _ingest(text: str = TEXT) -> tuple[Document, IngestionJob]:
 
 
 def _run(document: Document) -> tuple[Document, IngestionJob]:
-    job = claim_job(document_id=document.pk)
+    job = job_claim(document_id=document.pk)
     assert job is not None
     document_index(job=job)
     job.refresh_from_db()
@@ -246,7 +246,7 @@ def test_llm_leaves_partition_the_text_exactly(
             )
         return {"title": "T", "summary": "t", "sections": sections}
 
-    caches["llm"].clear()
+    LLMCacheEntry.objects.all().delete()
     llm.script_chat(markers, tree)
     document, job = _ingest(text)
     leaves = list(Node.objects.filter(document=document, kind="leaf").order_by("order"))

@@ -16,11 +16,11 @@ from django.db import connection
 from pgvector.django import CosineDistance
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from documents.indexing import claim_job, document_index
 from documents.ingestion.pipeline import embedding_text
 from documents.models import CorpusVersion, Document, Node
-from documents.reembed import nodes_reembed
-from documents.services import document_create
+from documents.services.documents import document_create
+from documents.services.jobs import document_index, job_claim
+from documents.services.reembed import nodes_reembed
 from openfable.checks import stored_embedding_dimensions
 from openfable.embeddings import LOCAL_DIMENSIONS, LOCAL_MODEL_NAME, get_embedder
 from tests.cli import run_openfable as run
@@ -37,7 +37,7 @@ TEXT = (
 
 def indexed_document() -> Document:
     document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
-    job = claim_job(document_id=document.pk)
+    job = job_claim(document_id=document.pk)
     assert job is not None
     document_index(job=job)
     document.refresh_from_db()

@@ -9,7 +9,9 @@ from django.test import override_settings
 
 from documents.models import Document, IngestionJob
 from documents.selectors import corpus_version
-from documents.services import DocumentInputError, corpus_version_bump, document_create
+from documents.services.documents import DocumentInputError, document_create
+from documents.services.trees import corpus_version_bump
+from openfable.errors import NotFoundError
 from tests.factories import CollectionFactory
 
 pytestmark = pytest.mark.django_db
@@ -38,7 +40,7 @@ def test_text_over_the_size_limit_is_refused() -> None:
 
 
 def test_an_unknown_collection_is_refused() -> None:
-    with pytest.raises(DocumentInputError, match="There is no collection 'nope'"):
+    with pytest.raises(NotFoundError, match="There is no collection 'nope'"):
         document_create(collection="nope", content="Some text.", queue=False)
 
 

@@ -17,6 +17,7 @@ from openfable.llm import (
     LLMRequestError,
     LLMResult,
     LLMUnavailableError,
+    LLMUsage,
     litellm_model_name,
     parse_json_output,
 )
@@ -334,3 +335,36 @@ def test_parse_json_output_messages() -> None:
 def test_empty_model_is_refused() -> None:
     with pytest.raises(ValueError, match="OPENFABLE_LLM_MODEL"):
         LLMClient(LLMConfig(model=""), DictCache())
+
+
+# -- LLMUsage: the one usage record of indexing and retrieval ----------------------------------
+
+
+def test_usage_of_a_result_an_output_error_and_a_failure() -> None:
+    fresh = LLMResult(data={}, text="{}", prompt_tokens=10, completion_tokens=2, cost_usd=0.5)
+    cached = LLMResult(data={}, text="{}", prompt_tokens=0, completion_tokens=0, cost_usd=0.0, cached=True)
+    unparseable = LLMOutputError(
+        "bad", purpose="test", text="nope", prompt_tokens=7, completion_tokens=3, cost_usd=0.25
+    )
+
+    assert LLMUsage.of(fresh) == LLMUsage(calls=1, prompt_tokens=10, completion_tokens=2, cost_usd=0.5)
+    assert LLMUsage.of(cached) == LLMUsage(calls=1, cached_calls=1)
+    # The model answered (and was paid) even though the answer was unusable.
+    assert LLMUsage.of(unparseable) == LLMUsage(calls=1, prompt_tokens=7, completion_tokens=3, cost_usd=0.25)
+    assert LLMUsage.of(LLMUnavailableError("down", purpose="test", attempts=3)) == LLMUsage(calls=1)
+    assert LLMUsage.of(RuntimeError("anything")) == LLMUsage(calls=1)
+
+
+def test_usage_sums_and_serialises() -> None:
+    total = (
+        LLMUsage()
+        .plus(LLMUsage(calls=1, prompt_tokens=10, cost_usd=0.5))
+        .plus(LLMUsage(calls=2, cached_calls=1, completion_tokens=4, cost_usd=0.25))
+    )
+    assert total.to_dict() == {
+        "calls": 3,
+        "cached_calls": 1,
+        "prompt_tokens": 10,
+        "completion_tokens": 4,
+        "cost_usd": 0.75,
+    }

@@ -44,6 +44,7 @@ def test_migrations_apply_to_an_empty_database() -> None:
             "documents_document",
             "documents_node",
             "documents_ingestionjob",
+            "openfable_llmcacheentry",  # the LLM response cache: no createcachetable needed
         } <= tables
         assert "node_embedding_hnsw" in indexes
     finally:

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from documents.models import Document, DocumentTerm, Node
-from documents.services import document_terms_refresh
+from documents.services.trees import document_terms_refresh
 from retrieval.node_level import hybrid_similarity
 from retrieval.paths import lexical
 from tests.factories import DocumentFactory, NodeFactory

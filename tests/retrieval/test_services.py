@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import caches
 
 from documents.models import Collection, Document, Node
-from documents.services import corpus_version_bump, document_terms_refresh
+from documents.services.trees import corpus_version_bump, document_terms_refresh
 from openfable.embeddings import get_embedder
 from openfable.tokens import count_tokens
 from retrieval.fusion import Fused

@@ -1,9 +1,12 @@
-"""`manage.py openfable plan | apply-chunks | apply-tree | reembed` (also the `openfable` script).
+"""`openfable index | plan | apply-chunks | apply-tree | reembed` (also `manage.py openfable ...`).
 
-The first three are the agent path (documents/agent.py): an outside agent reads the document
-itself, names the chunk boundaries and the tree, and this command validates and saves them.
-`reembed` switches the embedding model or size (documents/reembed.py). Handlers only parse
-arguments, call those modules and shape the JSON answer.
+`index` adds text files through ``document_create`` and, with ``--wait``, runs their ingestion
+in this process. `plan`, `apply-chunks` and `apply-tree` are the agent path
+(documents/services/agent.py): an outside agent reads the document itself, names the chunk
+boundaries and the tree, and this command validates and saves them. `reembed` switches the
+embedding model or size (documents/services/reembed.py). Handlers only parse arguments, call
+the services and shape the JSON answer; every error a user can fix is a ``UserInputError``,
+printed as {"error": ...} by the dispatcher.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from documents.agent import (
-    AgentInputError,
+from documents.ingestion.boundaries import MarkerNotFoundError
+from documents.ingestion.tree_schema import TreeValidationError
+from documents.models import Document, Node
+from documents.selectors import as_id, document_get, document_nodes
+from documents.services.agent import (
     agent_apply_chunks,
     agent_apply_tree,
     agent_chunks,
@@ -23,18 +29,34 @@ from documents.agent import (
     tree_instructions,
     tree_outline,
 )
-from documents.ingestion.boundaries import MarkerNotFoundError
-from documents.ingestion.tree_schema import TreeValidationError
-from documents.models import Document, Node
-from documents.reembed import DEFAULT_BATCH_SIZE, Progress, ReembedError, nodes_reembed
-from documents.services import DocumentInputError, collection_get_or_create_default, document_create
-from openfable.embeddings import EmbeddingError, get_embedder
-from openfable.management.commands.openfable import CommandInputError
+from documents.services.documents import clean_tags, document_create
+from documents.services.jobs import job_run_now
+from documents.services.reembed import DEFAULT_BATCH_SIZE, Progress, nodes_reembed
+from openfable.embeddings import get_embedder
+from openfable.errors import UserInputError
 
 STDIN = "-"
 
 
 def register(subparsers: Any) -> None:
+    index = subparsers.add_parser(
+        "index",
+        help="add UTF-8 .txt / .md files to a collection and index them",
+        description="Store each file (the same text again in a collection: the same document) and queue "
+        "its ingestion for the worker `make run` starts; with --wait, index here and print the result.",
+    )
+    index.add_argument(
+        "paths", metavar="PATH", nargs="+", help="UTF-8 .txt or .md files, or - for standard input"
+    )
+    index.add_argument(
+        "--collection", metavar="SLUG", default="", help="collection slug or id (default: default)"
+    )
+    index.add_argument("--tags", default="", help="comma-separated tags, e.g. a,b")
+    index.add_argument(
+        "--wait", action="store_true", help="index in this process and print the indexed documents"
+    )
+    index.set_defaults(handler=handle_index)
+
     plan = subparsers.add_parser(
         "plan",
         help="store a document for an outside agent to chunk; prints its id and the instructions",
@@ -89,23 +111,74 @@ def register(subparsers: Any) -> None:
 # -- handlers -------------------------------------------------------------------------------------
 
 
+def handle_index(options: dict[str, Any]) -> dict[str, Any]:
+    paths: list[str] = options["paths"]
+    if paths.count(STDIN) > 1:
+        raise UserInputError("Standard input (-) can be read only once; give it at most once.")
+    tags = clean_tags(options["tags"])
+    # Read and check every file before storing any: a typo in the third path stores nothing.
+    contents = [(path, _read_input(path, what="document")) for path in paths]
+    results = []
+    for path, data in contents:
+        try:
+            created = document_create(
+                collection=options["collection"] or None,
+                content=data,
+                source_filename="" if path == STDIN else Path(path).name,
+                tags=tags,
+                queue=not options["wait"],
+            )
+        except UserInputError as error:
+            raise UserInputError(f"{path}: {error}", code=error.code) from None
+        results.append((path, created))
+    documents = []
+    for position, (path, created) in enumerate(results, start=1):
+        entry = _document_summary(created.document) | {"path": path, "created": created.created}
+        if options["wait"] and created.job is not None:
+            _say(f"[{position}/{len(results)}] indexing {path} ({created.document.token_count} tokens)")
+            run = job_run_now(document_id=created.document.pk)
+            if run is not None:
+                entry |= _document_summary(document_get(user=None, pk=created.document.pk))
+                entry["job"] = {"id": run.job.pk, "status": run.job.status, "error": run.job.error}
+                _say(f"[{position}/{len(results)}] {path}: {run.job.status}, {entry['nodes']} nodes")
+        elif created.job is not None:
+            entry["job"] = {"id": created.job.pk, "status": created.job.status, "error": ""}
+        documents.append(entry)
+    answer: dict[str, Any] = {"documents": documents}
+    if not options["wait"] and any(entry.get("job") for entry in documents):
+        answer["note"] = "Queued: the worker that `make run` starts indexes them. Use --wait to index here."
+    return answer
+
+
+def _document_summary(document: Document) -> dict[str, Any]:
+    return {
+        "document_id": document.pk,
+        "title": document.title,
+        "collection": document.collection.slug,
+        "status": document.status,
+        "builder": document.builder,
+        "tokens": document.token_count,
+        "nodes": document_nodes(document=document).count(),
+    }
+
+
+def _say(message: str) -> None:
+    # Progress goes to stderr: stdout carries exactly one JSON object.
+    print(message, file=sys.stderr, flush=True)
+
+
 def handle_plan(options: dict[str, Any]) -> dict[str, Any]:
     path: str = options["path"]
     data = _read_input(path, what="document")
-    collection = options["collection"] or collection_get_or_create_default()
-    tags = [tag.strip() for tag in options["tags"].split(",") if tag.strip()]
-    try:
-        result = document_create(
-            collection=collection,
-            content=data,
-            title=options["title"],
-            source_filename="" if path == STDIN else Path(path).name,
-            tags=tags,
-            builder=Document.Builder.AGENT,
-            queue=False,
-        )
-    except DocumentInputError as error:
-        raise CommandInputError(str(error)) from None
+    result = document_create(
+        collection=options["collection"] or None,
+        content=data,
+        title=options["title"],
+        source_filename="" if path == STDIN else Path(path).name,
+        tags=clean_tags(options["tags"]),
+        builder=Document.Builder.AGENT,
+        queue=False,
+    )
     document = result.document
     answer: dict[str, Any] = {
         "document_id": document.pk,
@@ -128,13 +201,13 @@ def handle_plan(options: dict[str, Any]) -> dict[str, Any]:
 def handle_apply_chunks(options: dict[str, Any]) -> dict[str, Any]:
     document = _document(options["document_id"])
     text = _decode(_read_input(options["file"], what="markers"), what="markers")
+    markers = parse_markers_file(text)
     try:
-        markers = parse_markers_file(text)
         spans = agent_apply_chunks(document=document, markers=markers)
     except MarkerNotFoundError as error:
-        raise CommandInputError(f"{error}. Fix that marker and run apply-chunks again.") from None
-    except AgentInputError as error:
-        raise CommandInputError(str(error)) from None
+        raise UserInputError(
+            f"{error}. Fix that marker and run apply-chunks again.", code=error.code
+        ) from None
     return {
         "document_id": document.pk,
         "markers": len(markers),
@@ -150,12 +223,8 @@ def handle_apply_tree(options: dict[str, Any]) -> dict[str, Any]:
     try:
         job = agent_apply_tree(document=document, data=text)
     except TreeValidationError as error:
-        raise CommandInputError(f"{error}. Fix the tree and run apply-tree again.") from None
-    except AgentInputError as error:
-        raise CommandInputError(str(error)) from None
-    except EmbeddingError as error:
-        raise CommandInputError(str(error)) from None
-    nodes = Node.objects.filter(document=document)
+        raise UserInputError(f"{error}. Fix the tree and run apply-tree again.", code=error.code) from None
+    nodes = document_nodes(document=document)
     return {
         "document_id": document.pk,
         "job_id": job.pk,
@@ -173,18 +242,16 @@ def handle_reembed(options: dict[str, Any]) -> dict[str, Any]:
 
     expected = options.get("dimensions")
     if expected is not None and expected != settings.EMBEDDING_DIMENSIONS:
-        raise CommandInputError(
+        raise UserInputError(
             f"--dimensions {expected} does not match OPENFABLE_EMBEDDING_DIMENSIONS="
             f"{settings.EMBEDDING_DIMENSIONS}. Set OPENFABLE_EMBEDDING_DIMENSIONS={expected} (and a model "
             "that makes vectors of that size) and run reembed again."
         )
     try:
         embedder = get_embedder()
-        result = nodes_reembed(
-            embedder=embedder, batch_size=options["batch_size"], progress=_progress_printer()
-        )
-    except (ReembedError, EmbeddingError, ValueError) as error:
-        raise CommandInputError(str(error)) from None
+    except ValueError as error:  # a configuration the embedder refuses to build
+        raise UserInputError(str(error)) from None
+    result = nodes_reembed(embedder=embedder, batch_size=options["batch_size"], progress=_progress_printer())
     return {
         "nodes": result.nodes,
         "documents": result.documents,
@@ -206,37 +273,35 @@ def _read_input(path: str, *, what: str) -> bytes:
     try:
         return Path(path).read_bytes()
     except FileNotFoundError:
-        raise CommandInputError(
+        raise UserInputError(
             f"There is no {what} file {path!r}. Give the path of a UTF-8 text file, or - for standard input."
         ) from None
     except IsADirectoryError:
-        raise CommandInputError(f"{path!r} is a folder; give the path of a {what} file.") from None
+        raise UserInputError(f"{path!r} is a folder; give the path of a {what} file.") from None
     except OSError as error:
-        raise CommandInputError(f"Cannot read the {what} file {path!r}: {error.strerror}.") from None
+        raise UserInputError(f"Cannot read the {what} file {path!r}: {error.strerror}.") from None
 
 
 def _decode(data: bytes, *, what: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise CommandInputError(
+        raise UserInputError(
             f"The {what} file is not UTF-8 text (invalid byte at position {error.start}); save it as UTF-8."
         ) from None
 
 
 def _document(raw_id: str) -> Document:
+    if as_id(raw_id) is None:
+        raise UserInputError(f"{raw_id!r} is not a document id; use the number `openfable plan` printed.")
     try:
-        document_id = int(raw_id)
-    except ValueError:
-        raise CommandInputError(
-            f"{raw_id!r} is not a document id; use the number `openfable plan` printed."
+        return document_get(user=None, pk=raw_id)
+    except UserInputError:
+        raise UserInputError(
+            f"There is no document {raw_id}. Use the number `openfable plan` printed, or run "
+            "`openfable plan PATH` to store one and get its id.",
+            code="not_found",
         ) from None
-    document = Document.objects.filter(pk=document_id).first()
-    if document is None:
-        raise CommandInputError(
-            f"There is no document {document_id}. Run `openfable plan PATH` to store one and get its id."
-        )
-    return document
 
 
 def _progress_printer() -> Progress | None:

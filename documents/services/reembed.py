@@ -1,4 +1,8 @@
-"""Re-embed every node with the configured embedder, changing the vector column's size if needed.
+"""Re-embedding: every node after a change of model (``nodes_reembed``), or the nodes a person's
+edit changed (``nodes_embed_stale``).
+
+``nodes_reembed`` re-embeds every node with the configured embedder, changing the vector
+column's size if needed.
 
 Used by ``manage.py openfable reembed`` after the embedding model or OPENFABLE_EMBEDDING_DIMENSIONS
 changed (the system check openfable.E005 points here).
@@ -27,9 +31,10 @@ from django.db.models import Index
 
 from documents.ingestion.pipeline import embedding_text
 from documents.models import Document, Node
-from documents.services import corpus_version_bump
+from documents.services.trees import corpus_version_bump
 from openfable.checks import stored_embedding_dimensions
-from openfable.embeddings import Embedder
+from openfable.embeddings import Embedder, check_vectors, get_embedder
+from openfable.errors import UserInputError
 
 DEFAULT_BATCH_SIZE = 256
 HNSW_INDEX_NAME = "node_embedding_hnsw"
@@ -38,7 +43,7 @@ _READ_CHUNK = 2000  # rows per server-side cursor fetch while hashing texts
 Progress = Callable[[int, int], None]  # (nodes embedded so far, total)
 
 
-class ReembedError(Exception):
+class ReembedError(UserInputError):
     """Re-embedding cannot start with this configuration; the message names the fix."""
 
 
@@ -116,6 +121,55 @@ def nodes_reembed(
     )
 
 
+def nodes_embed_stale(*, node_ids: list[int], embedder: Embedder | None = None) -> int:
+    """Embed the given nodes that an edit marked stale, from their current text; returns how many.
+
+    The vectors are computed outside any transaction, then written only to nodes whose text is
+    still the one embedded (a second edit meanwhile queues its own run), and the corpus version
+    moves so cached results made with the old vectors are not served.
+    """
+    stale = list(
+        Node.objects.filter(pk__in=node_ids, embedding_stale=True)
+        .order_by("pk")
+        .values_list("pk", "kind", "toc_path", "summary", "content")
+    )
+    if not stale:
+        return 0
+    embedder = embedder or get_embedder()
+    texts = {
+        pk: embedding_text(kind=kind, toc_path=toc, summary=summary, content=content)
+        for pk, kind, toc, summary, content in stale
+    }
+    vectors = check_vectors(
+        embedder.embed_passages(list(texts.values())),
+        count=len(texts),
+        dimensions=embedder.dimensions,
+        model_name=embedder.model_name,
+    )
+    written = 0
+    with transaction.atomic():
+        current = (
+            Node.objects.select_for_update()
+            .filter(pk__in=list(texts))
+            .only("pk", "kind", "toc_path", "summary", "content", "embedding", "embedding_stale")
+        )
+        changed = []
+        by_id = dict(zip(texts, vectors, strict=True))
+        for node in current:
+            text = embedding_text(
+                kind=node.kind, toc_path=node.toc_path, summary=node.summary, content=node.content
+            )
+            if text == texts[node.pk]:
+                node.embedding = by_id[node.pk]
+                node.embedding_stale = False
+                changed.append(node)
+        Node.objects.bulk_update(changed, ["embedding", "embedding_stale"], batch_size=500)
+        written = len(changed)
+        if written:
+            corpus_version_bump()
+    return written
+
+
 def _node_texts() -> Iterator[tuple[int, str]]:
     """(node id, the text it is embedded from), streamed with a server-side cursor."""
     rows = (
@@ -143,12 +197,12 @@ def _embed_nodes(
     batch: list[tuple[int, str]] = []
 
     def flush() -> None:
-        vectors = embedder.embed_passages([text for _, text in batch])
-        if vectors.shape != (len(batch), embedder.dimensions):
-            raise ReembedError(
-                f"The embedder returned vectors of shape {vectors.shape} for {len(batch)} texts; "
-                f"expected {embedder.dimensions} dimensions."
-            )
+        vectors = check_vectors(
+            embedder.embed_passages([text for _, text in batch]),
+            count=len(batch),
+            dimensions=embedder.dimensions,
+            model_name=embedder.model_name,
+        )
         for (pk, text), vector in zip(batch, vectors, strict=True):
             embedded[pk] = _Embedded(digest=_digest(text), vector=vector)
         batch.clear()

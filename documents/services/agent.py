@@ -1,13 +1,13 @@
 """The agent path: an outside agent reads the document itself and names its chunks and its tree.
 
-Three steps, driven by ``manage.py openfable plan | apply-chunks | apply-tree`` (documents/cli.py):
+Three steps, driven by ``openfable plan | apply-chunks | apply-tree`` (the command line, cli/):
 
 1. plan: the document is stored (``document_create``, builder "agent", nothing queued) and the
    agent is told what a boundary marker is;
 2. apply-chunks: the agent's markers are found in the text (``locate_markers``) and cut into exact
    spans (``chunk_spans``), kept in ``document.metadata["agent"]`` until the tree comes;
 3. apply-tree: the agent's JSON tree over those chunk indexes is validated exactly as an LLM's is
-   (``tree_from_json``) and saved with embeddings through ``documents.indexing``.
+   (``tree_from_json``) and saved with embeddings through ``documents.services.jobs``.
 
 Each step replaces the result of its previous run, never appends to it.
 """
@@ -21,7 +21,6 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from documents.indexing import claim_job, document_index, job_fail
 from documents.ingestion.boundaries import chunk_spans, locate_markers
 from documents.ingestion.tree_schema import (
     MARKERS_JSON_SCHEMA,
@@ -33,7 +32,9 @@ from documents.ingestion.tree_schema import (
     tree_to_json,
 )
 from documents.models import Document, IngestionJob, Node
+from documents.services.jobs import job_claim, job_run_now
 from openfable.embeddings import Embedder
+from openfable.errors import ConflictError, UserInputError
 from openfable.tokens import count_tokens
 
 METADATA_KEY = "agent"
@@ -43,7 +44,7 @@ TARGET_CHUNK_WORDS = 150
 MARKER_WORDS = "5-8"
 
 
-class AgentInputError(ValueError):
+class AgentInputError(UserInputError):
     """A step of the agent path cannot run as asked; the message says what to do instead."""
 
 
@@ -168,15 +169,14 @@ def agent_apply_tree(*, document: Document, data: object, embedder: Embedder | N
         )
     tree = tree_from_json(data, text=document.content, chunks=chunks)
     job = _claimed_agent_job(document)
-    try:
-        document_index(job=job, embedder=embedder, tree=tree)
-    except Exception as error:
-        job_fail(job=job, error=f"{type(error).__name__}: {error}")
-        raise
+    run = job_run_now(document_id=document.pk, embedder=embedder, tree=tree, claimed=job)
+    if run is None:
+        raise AgentInputError(f"Document {document.pk} was deleted meanwhile; nothing was saved.")
+    if run.error is not None:
+        raise run.error
     _remember_tree(document, tree_json=_tree_json_or_none(tree, chunks))
-    job.refresh_from_db()
     document.refresh_from_db()
-    return job
+    return run.job
 
 
 def _claimed_agent_job(document: Document) -> IngestionJob:
@@ -197,10 +197,10 @@ def _claimed_agent_job(document: Document) -> IngestionJob:
             pending = IngestionJob.objects.create(
                 document=document, builder_requested=Document.Builder.AGENT, reindex=document.nodes.exists()
             )
-    job = claim_job(document_id=document.pk)
+    job = job_claim(document_id=document.pk)
     if job is None or job.pk != pending.pk:
         # Another ingestion of this document was started at the same moment; do not race it.
-        raise AgentInputError(
+        raise ConflictError(
             f"Another ingestion of document {document.pk} started meanwhile; wait for it and run "
             "apply-tree again."
         )

@@ -1,8 +1,9 @@
-"""One ingestion run: build the tree (LLM, structural or agent), embed every node, save it.
+"""Ingestion jobs: claim one, run it (build the tree, embed every node, save it), record progress or failure.
 
-Called by the Celery task (``documents.tasks.ingest_document``) and by the agent CLI. The
-new tree replaces the old one in a single transaction at the very end, so queries keep
-seeing the old tree while a document is re-indexed, and a failure leaves it in place.
+``job_run_now`` is the one sequence every runner shares: the Celery task, the agent path, the
+``openfable index --wait`` command and the benchmarks. The new tree replaces the old one in a
+single transaction at the very end, so queries keep seeing the old tree while a document is
+re-indexed, and a failure leaves it in place.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 
 import numpy as np
@@ -21,8 +23,15 @@ from documents.ingestion.pipeline import NodeRow, apply_edits, edit_key, flatten
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
 from documents.models import Document, IngestionJob, Node
-from documents.services import corpus_version_bump, document_terms_refresh
-from openfable.embeddings import Embedder, EmbeddingDimensionError, get_embedder
+from documents.services.trees import document_tree_replace
+from openfable.embeddings import (
+    Embedder,
+    EmbeddingDimensionError,
+    check_vectors,
+    dimensions_mismatch,
+    get_embedder,
+)
+from openfable.errors import UserInputError
 from openfable.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -32,10 +41,6 @@ _PROGRESS = {"chunking": (5, 25), "building_tree": (25, 50), "embedding": (50, 9
 _EMBED_GROUP = 128  # texts per progress update while embedding
 
 
-class IndexingError(Exception):
-    """A failure a person must act on (the message goes on the job and the page)."""
-
-
 def job_progress(job: IngestionJob, stage: str, fraction: float = 0.0) -> None:
     low, high = _PROGRESS.get(stage, (0, 100))
     percent = int(low + (high - low) * max(0.0, min(1.0, fraction)))
@@ -43,7 +48,7 @@ def job_progress(job: IngestionJob, stage: str, fraction: float = 0.0) -> None:
     job.stage, job.progress = stage, percent
 
 
-def claim_job(*, document_id: int) -> IngestionJob | None:
+def job_claim(*, document_id: int) -> IngestionJob | None:
     """The newest unfinished job of the document, marked running; None when there is nothing to do."""
     with transaction.atomic():
         job = (
@@ -63,6 +68,62 @@ def claim_job(*, document_id: int) -> IngestionJob | None:
         job.save(update_fields=["status", "started", "error"])
         Document.objects.filter(pk=document_id).update(status=Document.Status.INDEXING)
     return job
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """What ``job_run_now`` did: the job as it ended, and the error when it failed."""
+
+    job: IngestionJob
+    error: Exception | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.job.status == IngestionJob.Status.SUCCEEDED
+
+
+def job_run_now(
+    *,
+    document_id: int,
+    embedder: Embedder | None = None,
+    tree: TreeNode | None = None,
+    retryable: tuple[type[Exception], ...] = (),
+    claimed: IngestionJob | None = None,
+) -> JobRun | None:
+    """Claim the document's newest unfinished job and run it in this process.
+
+    The one sequence every runner shares (the Celery task, the agent path, ``openfable index
+    --wait``, the benchmarks). A failure is recorded on the job (status failed, its message
+    shown to the user, the previous tree untouched) and returned in ``JobRun.error``, except
+    the errors in ``retryable``: those propagate with the job left claimable, so the caller
+    (Celery's retry) can run it again. None when there is nothing to run: no unfinished job,
+    or the document was deleted meanwhile (logged, not an error). ``claimed``: a job the
+    caller already claimed (the agent path claims its own before it runs).
+    """
+    job = claimed or job_claim(document_id=document_id)
+    if job is None:
+        logger.info("document %s: no unfinished ingestion job (deleted or already done)", document_id)
+        return None
+    try:
+        document_index(job=job, embedder=embedder, tree=tree)
+    except Document.DoesNotExist:
+        logger.info("document %s was deleted while it was being indexed; nothing saved", document_id)
+        return None
+    except retryable:
+        raise
+    except Exception as error:
+        if not isinstance(error, UserInputError):
+            logger.exception("document %s: ingestion failed", document_id)
+        job_fail(job=job, error=error_text(error))
+        job.refresh_from_db()
+        return JobRun(job=job, error=error)
+    job.refresh_from_db()
+    return JobRun(job=job)
+
+
+def error_text(error: BaseException) -> str:
+    """How a failure reads on the job: a user's error as its message, anything else with its type."""
+    return str(error) if isinstance(error, UserInputError) else f"{type(error).__name__}: {error}"
 
 
 def document_index(
@@ -132,11 +193,12 @@ class MemoEmbedder:
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(text for text in texts if text not in self.memo))
         if missing:
-            vectors = np.asarray(self.inner.embed_passages(missing), dtype=np.float32)
-            if vectors.shape != (len(missing), self.dimensions):
-                raise EmbeddingDimensionError(
-                    f"expected {len(missing)} vectors of {self.dimensions}, got {vectors.shape}"
-                )
+            vectors = check_vectors(
+                self.inner.embed_passages(missing),
+                count=len(missing),
+                dimensions=self.dimensions,
+                model_name=self.model_name,
+            )
             self.memo.update(zip(missing, vectors, strict=True))
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
@@ -155,17 +217,25 @@ def job_fail(*, job: IngestionJob, error: str) -> None:
         Document.objects.filter(pk=job.document_id).update(status=Document.Status.FAILED)
 
 
+def job_fail_unfinished(*, document_id: int, error: str) -> None:
+    """Mark the document's unfinished jobs failed (a runner gave up on them); a retry stays available."""
+    for job in IngestionJob.objects.filter(
+        document_id=document_id, status__in=[IngestionJob.Status.QUEUED, IngestionJob.Status.RUNNING]
+    ):
+        job_fail(job=job, error=error)
+
+
 def check_embedding_dimensions(embedder: Embedder) -> None:
     """Refuse before any write when the model's vectors do not fit the stored column."""
     from openfable.checks import stored_embedding_dimensions
 
-    stored = stored_embedding_dimensions(connection.alias)
-    if stored is not None and embedder.dimensions != stored:
-        raise EmbeddingDimensionError(
-            f"The embedding model {embedder.model_name!r} makes {embedder.dimensions}-dimensional vectors "
-            f"but the database stores {stored}. Set OPENFABLE_EMBEDDING_DIMENSIONS={stored} with a matching "
-            "model, or run `python manage.py openfable reembed` to switch every node to the new model."
-        )
+    problem = dimensions_mismatch(
+        configured=embedder.dimensions,
+        stored=stored_embedding_dimensions(connection.alias),
+        model_name=embedder.model_name,
+    )
+    if problem:
+        raise EmbeddingDimensionError(problem)
 
 
 def _build_tree(*, job: IngestionJob, text: str, title: str, embedder: Embedder) -> tuple[TreeNode, str]:
@@ -243,68 +313,6 @@ def _embed_rows(
         parts.append(embedder.embed_passages(texts[start : start + _EMBED_GROUP]))
     on_progress(1.0)
     vectors = np.vstack(parts) if parts else np.zeros((0, embedder.dimensions), dtype=np.float32)
-    if vectors.shape != (len(rows), embedder.dimensions):
-        raise EmbeddingDimensionError(
-            f"expected {len(rows)} vectors of {embedder.dimensions}, got {vectors.shape}"
-        )
-    return vectors
-
-
-@transaction.atomic
-def document_tree_replace(
-    *,
-    document: Document,
-    rows: list[NodeRow],
-    vectors: np.ndarray,
-    builder: str,
-    embedding_model: str,
-    job: IngestionJob | None = None,
-) -> list[Node]:
-    """Swap the document's tree for the new one in one transaction."""
-    with connection.cursor() as cursor:
-        # One statement instead of Django's cascade collector walking the parent links.
-        cursor.execute("DELETE FROM documents_node WHERE document_id = %s", [document.pk])
-    saved: dict[int, Node] = {}
-    for depth in sorted({row.depth for row in rows}):
-        level = [row for row in rows if row.depth == depth]
-        nodes = [
-            Node(
-                document=document,
-                parent=saved[row.parent_order] if row.parent_order is not None else None,
-                kind=row.kind,
-                depth=row.depth,
-                ordinal=row.ordinal,
-                order=row.order,
-                title=row.title[:500],
-                summary=row.summary,
-                toc_path=row.toc_path,
-                start_char=row.start_char,
-                end_char=row.end_char,
-                content=row.content,
-                token_count=row.token_count,
-                embedding=vectors[row.order],
-                edited=row.edited,
-            )
-            for row in level
-        ]
-        Node.objects.bulk_create(nodes, batch_size=500)
-        saved.update((row.order, node) for row, node in zip(level, nodes, strict=True))
-    document_terms_refresh([document.pk])
-    Document.objects.filter(pk=document.pk).update(
-        status=Document.Status.INDEXED,
-        builder=builder,
-        embedding_model=embedding_model,
-        updated=timezone.now(),
+    return check_vectors(
+        vectors, count=len(rows), dimensions=embedder.dimensions, model_name=embedder.model_name
     )
-    if job is not None:
-        IngestionJob.objects.filter(pk=job.pk).update(
-            status=IngestionJob.Status.SUCCEEDED,
-            stage=IngestionJob.Stage.DONE,
-            progress=100,
-            node_count=len(rows),
-            chunk_count=sum(1 for row in rows if row.kind == "leaf"),
-            error="",
-            finished=timezone.now(),
-        )
-    corpus_version_bump()
-    return [saved[row.order] for row in rows]

@@ -1,0 +1,393 @@
+"""Writes to collections and documents: create, update, delete, re-index, retry.
+
+Every surface (web pages, the admin, the REST API, MCP, the command line) adds and changes
+documents through these functions, so each rule (size limit, UTF-8, one copy of a text per
+collection, ingestion queued after the commit) holds everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+from django.utils.text import slugify
+
+from documents.models import Collection, Document, IngestionJob
+from documents.selectors import collection_get
+from documents.services.trees import corpus_version_bump
+from openfable.celery import queue_task
+from openfable.errors import ConflictError, UserInputError
+from openfable.tokens import count_tokens
+
+TAG_MAX_CHARS = 100  # Document.tags holds CharField(max_length=100) items
+TITLE_MAX_CHARS = 500
+DEFAULT_COLLECTION_SLUG = "default"
+
+
+class DocumentInputError(UserInputError):
+    """Document or collection input a user can fix: the message says what was wrong and what to do."""
+
+
+@dataclass(frozen=True)
+class DocumentCreateResult:
+    document: Document
+    job: IngestionJob | None
+    created: bool  # False when the same text was already in the collection
+
+
+@dataclass(frozen=True)
+class DocumentInput:
+    """Document fields checked and normalised: what ``document_create`` stores."""
+
+    text: str
+    title: str
+    tags: list[str]
+    metadata: dict[str, Any]
+    builder: str
+
+
+# -- collections ---------------------------------------------------------------------------------
+
+
+def collection_create(*, name: str, slug: str = "", owner: AbstractBaseUser | None = None) -> Collection:
+    name = (name or "").strip()
+    if not name:
+        raise DocumentInputError("A collection needs a name.")
+    slug = collection_slug_clean(name=name, slug=slug)
+    return Collection.objects.create(name=name[:200], slug=slug, owner=owner)  # type: ignore[misc]
+
+
+def collection_slug_clean(*, name: str, slug: str = "") -> str:
+    """The slug a new collection gets (from the name when none is given); refused when unusable or taken."""
+    slug = (slug or "").strip() or slugify(name or "")[:200]
+    if not slug:
+        raise DocumentInputError(f"Cannot make a URL slug from the name {name!r}; give a slug.")
+    if slug != slugify(slug):
+        raise DocumentInputError(
+            f"The slug {slug!r} may hold only lowercase letters, digits, hyphens and underscores."
+        )
+    if slug.isdigit():
+        # Collections are named by slug or id everywhere; an all-digit slug would read as an id.
+        raise DocumentInputError(
+            f"The slug {slug!r} is all digits; add a letter so it cannot pass for an id."
+        )
+    if Collection.objects.filter(slug=slug).exists():
+        raise DocumentInputError(f"A collection with the slug {slug!r} already exists.", code="conflict")
+    return slug
+
+
+def collection_default() -> Collection:
+    """The collection documents go to when a trusted caller (the command line) names none."""
+    collection, _ = Collection.objects.get_or_create(
+        slug=DEFAULT_COLLECTION_SLUG, defaults={"name": "Default"}
+    )
+    return collection
+
+
+def collection_resolve(value: Collection | str | int | None, *, user: Any = None) -> Collection:
+    """A collection given as itself, its slug or its id (digits in a string count as an id).
+
+    ``None`` or "" is the default collection, made on first use. ``user`` limits the choice to
+    the collections that user may see (None: a trusted caller, e.g. the command line).
+    """
+    if isinstance(value, Collection):
+        return value
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return collection_default()
+    return collection_get(user=user, collection=value)
+
+
+# -- documents -----------------------------------------------------------------------------------
+
+
+def decode_document_bytes(data: bytes, *, filename: str = "") -> str:
+    """Uploaded files must be UTF-8 text (.txt / .md); a byte-order mark is dropped."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        where = f" in {filename}" if filename else ""
+        raise DocumentInputError(
+            f"The file{where} is not UTF-8 text (invalid byte at position {error.start}). "
+            "Save it as UTF-8 plain text or Markdown and upload it again."
+        ) from error
+
+
+def document_input_clean(
+    *,
+    content: str | bytes | None,
+    title: str = "",
+    source_filename: str = "",
+    tags: Iterable[str] | None = None,
+    metadata: object = None,
+    builder: str = "",
+) -> DocumentInput:
+    """Check and normalise what a user sends; raise ``DocumentInputError`` naming the problem.
+
+    Separate from ``document_create`` so that a form can show the same messages beside its
+    fields before anything is written (the admin's add form does).
+    """
+    text = _clean_text(content, filename=source_filename)
+    return DocumentInput(
+        text=text,
+        title=_clean_title(title) or _default_title(text, source_filename),
+        tags=clean_tags(tags),
+        metadata=clean_metadata(metadata),
+        builder=_clean_builder(builder),
+    )
+
+
+@transaction.atomic
+def document_create(
+    *,
+    collection: Collection | str | int | None,
+    content: str | bytes | None,
+    title: str = "",
+    source_filename: str = "",
+    tags: Iterable[str] | None = None,
+    metadata: object = None,
+    builder: str = "",
+    reindex: bool = False,
+    queue: bool = True,
+) -> DocumentCreateResult:
+    """Store a document (status queued) and queue its ingestion after the commit.
+
+    ``collection`` is a collection, its slug or id, or None for the default one. The same text
+    in the same collection returns the existing document without queueing anything, unless
+    ``reindex`` is asked for. ``builder`` is "llm", "structural", "agent" or "" (the default:
+    llm when an LLM is configured, else structural). ``queue=False`` leaves the job for the
+    caller to run (``documents.services.jobs.job_run_now``).
+    """
+    cleaned = document_input_clean(
+        content=content,
+        title=title,
+        source_filename=source_filename,
+        tags=tags,
+        metadata=metadata,
+        builder=builder,
+    )
+    # Resolved after the input is checked and inside the transaction: a refused document
+    # leaves no default collection behind.
+    target = collection_resolve(collection)
+    content_hash = hashlib.sha256(cleaned.text.encode("utf-8")).hexdigest()
+    existing = (
+        Document.objects.select_for_update().filter(collection=target, content_hash=content_hash).first()
+    )
+    if existing is not None:
+        if not reindex:
+            return DocumentCreateResult(document=existing, job=None, created=False)
+        job = document_reindex(document=existing, builder=cleaned.builder, queue=queue)
+        return DocumentCreateResult(document=existing, job=job, created=False)
+
+    document = Document.objects.create(
+        collection=target,
+        title=cleaned.title,
+        source_filename=source_filename[:TITLE_MAX_CHARS],
+        content=cleaned.text,
+        content_hash=content_hash,
+        token_count=count_tokens(cleaned.text),
+        tags=cleaned.tags,
+        metadata=cleaned.metadata,
+    )
+    corpus_version_bump()
+    job = _job_create(document=document, builder=cleaned.builder, reindex=False, queue=queue)
+    return DocumentCreateResult(document=document, job=job, created=True)
+
+
+_UNSET: Any = object()
+
+
+@transaction.atomic
+def document_update(
+    *,
+    document: Document,
+    title: str = _UNSET,
+    tags: Iterable[str] = _UNSET,
+    metadata: object = _UNSET,
+) -> Document:
+    """Change what describes a document (title, tags, metadata); never its text or its tree.
+
+    The text is what every node's offsets point into: changing it is a new document (or a
+    re-index of one), never an edit. Only the fields given are written.
+    """
+    changes: dict[str, Any] = {}
+    if title is not _UNSET:
+        cleaned_title = _clean_title(title)
+        if not cleaned_title:
+            raise DocumentInputError("A document needs a title.")
+        changes["title"] = cleaned_title
+    if tags is not _UNSET:
+        changes["tags"] = clean_tags(tags)
+    if metadata is not _UNSET:
+        changes["metadata"] = clean_metadata(metadata)
+    if not changes:
+        return document
+    for field, value in changes.items():
+        setattr(document, field, value)
+    document.save(update_fields=[*changes, "updated"])
+    # Titles and tags reach query results and filters: cached results must not outlive them.
+    corpus_version_bump()
+    return document
+
+
+@transaction.atomic
+def document_delete(*, document: Document) -> None:
+    """Delete a document with its tree and jobs; a worker indexing it finds it gone and stops quietly."""
+    Document.objects.filter(pk=document.pk).delete()
+    corpus_version_bump()
+
+
+@transaction.atomic
+def document_reindex(*, document: Document, builder: str = "", queue: bool = True) -> IngestionJob:
+    """Queue a new ingestion; the current tree keeps serving queries until the new one replaces it."""
+    builder = _clean_builder(builder)
+    Document.objects.filter(pk=document.pk).update(status=Document.Status.QUEUED)
+    document.status = Document.Status.QUEUED
+    return _job_create(document=document, builder=builder, reindex=True, queue=queue)
+
+
+@transaction.atomic
+def job_retry(*, job: IngestionJob, queue: bool = True) -> IngestionJob:
+    """Run a failed ingestion again with the builder it asked for (a new job; the old one stays as a record)."""
+    if job.status != IngestionJob.Status.FAILED:
+        raise ConflictError(
+            f"Job {job.pk} has not failed (it is {job.status}); only a failed job can be retried."
+        )
+    return document_reindex(document=job.document, builder=job.builder_requested, queue=queue)
+
+
+def _job_create(*, document: Document, builder: str, reindex: bool, queue: bool) -> IngestionJob:
+    job = IngestionJob.objects.create(document=document, builder_requested=builder, reindex=reindex)
+    if queue:
+        transaction.on_commit(lambda: queue_task("documents.tasks.ingest_document", document.pk))
+    return job
+
+
+# -- input rules ---------------------------------------------------------------------------------
+
+
+def _clean_text(content: str | bytes | None, *, filename: str) -> str:
+    if content is None:
+        raise DocumentInputError("The document text is missing. Paste or upload some text.")
+    if isinstance(content, bytes):
+        text = decode_document_bytes(content, filename=filename)
+    elif isinstance(content, str):
+        text = content
+    else:
+        raise DocumentInputError(f"The document text must be a string, not {type(content).__name__}.")
+    if not text.strip():
+        raise DocumentInputError("The document is empty (only whitespace). Paste or upload some text.")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        raise DocumentInputError(
+            f"The text has an invalid character at position {error.start} (a lone surrogate, "
+            "e.g. half of an emoji cut by a bad copy). Fix or remove it and send the text again."
+        ) from None
+    if size > settings.MAX_DOCUMENT_BYTES:
+        raise DocumentInputError(
+            f"The document is {size:,} bytes; the limit is {settings.MAX_DOCUMENT_BYTES:,} "
+            "(OPENFABLE_MAX_DOCUMENT_BYTES). Split it into smaller documents."
+        )
+    if "\x00" in text:
+        raise DocumentInputError("The document contains NUL characters; it does not look like text.")
+    return text
+
+
+def clean_tags(tags: Iterable[str] | str | None) -> list[str]:
+    """Tags sorted and without repeats; an over-long or non-text tag is refused, never cut."""
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        tags = tags.split(",")
+    cleaned: set[str] = set()
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise DocumentInputError(f"Tags are text; {tag!r} is not.")
+        tag = tag.strip()
+        if len(tag) > TAG_MAX_CHARS:
+            raise DocumentInputError(
+                f"The tag {tag[:40]!r}… is {len(tag)} characters; tags hold at most {TAG_MAX_CHARS}."
+            )
+        if tag:
+            cleaned.add(tag)
+    return sorted(cleaned)
+
+
+def clean_metadata(metadata: object) -> dict[str, Any]:
+    """Metadata is a JSON object (a dict of JSON values); anything else is refused."""
+    if metadata is None or metadata == "":
+        return {}
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata)
+        except ValueError as error:
+            raise DocumentInputError(f"The metadata is not valid JSON: {error}.") from None
+    if not isinstance(metadata, Mapping):
+        raise DocumentInputError(
+            f'The metadata must be a JSON object such as {{"source": "web"}}, not {type(metadata).__name__}.'
+        )
+    try:
+        # Round-trip: refuses what JSON cannot hold (sets, dates, NaN) and lone surrogates.
+        return dict(json.loads(json.dumps(metadata, allow_nan=False, ensure_ascii=False).encode("utf-8")))
+    except (TypeError, ValueError, UnicodeEncodeError) as error:
+        raise DocumentInputError(f"The metadata cannot be stored as JSON: {error}.") from None
+
+
+def _clean_title(title: str | None) -> str:
+    if title is None:
+        return ""
+    if not isinstance(title, str):
+        raise DocumentInputError(f"A title is text, not {type(title).__name__}.")
+    title = title.strip()
+    if len(title) > TITLE_MAX_CHARS:
+        raise DocumentInputError(
+            f"The title is {len(title)} characters; titles hold at most {TITLE_MAX_CHARS}."
+        )
+    return title
+
+
+def _clean_builder(builder: str | None) -> str:
+    builder = builder or ""
+    if builder not in {"", *Document.Builder.values}:
+        raise DocumentInputError(
+            f"Unknown builder {builder!r}; use 'llm' or 'structural' (or leave it empty)."
+        )
+    return builder
+
+
+def _default_title(text: str, filename: str) -> str:
+    if filename:
+        return filename.rsplit("/", 1)[-1].rsplit(".", 1)[0][:TITLE_MAX_CHARS] or filename[:TITLE_MAX_CHARS]
+    first_line = next((line.strip(" #\t") for line in text.splitlines() if line.strip()), "Untitled")
+    return first_line[:120]
+
+
+@transaction.atomic
+def collection_update(
+    *, collection: Collection, name: str | None = None, members: Iterable[AbstractBaseUser] | None = None
+) -> Collection:
+    """Rename a collection and/or set who besides its owner may see and change it."""
+    if name is not None:
+        name = name.strip()
+        if not name:
+            raise DocumentInputError("A collection needs a name.")
+        collection.name = name[:200]
+        collection.save(update_fields=["name"])
+    if members is not None:
+        collection.members.set([member for member in members if member.pk != collection.owner_id])
+    # Who may see what changed: results cached for a user must not outlive it.
+    corpus_version_bump()
+    return collection
+
+
+@transaction.atomic
+def collection_delete(*, collection: Collection) -> None:
+    """Delete a collection with every document, tree and job in it."""
+    Collection.objects.filter(pk=collection.pk).delete()
+    corpus_version_bump()

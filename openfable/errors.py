@@ -1,0 +1,57 @@
+"""The one error type for mistakes a user can fix, and its one JSON shape.
+
+Every "you can fix this" error in the project subclasses ``UserInputError`` (bad document text,
+an unknown collection, a budget out of range, an agent's tree that does not validate, an
+embedding model of the wrong size, ...). Its message says what was wrong and what to do.
+Each surface maps it once: the command line prints ``{"error": ...}`` and exits 1; HTTP answers
+``status`` with ``{"error": {"code", "message", "details"}}`` (``openfable.http``).
+
+Pure Python, no Django: the pure ingestion modules raise these too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class UserInputError(ValueError):
+    """Input a user can fix. ``code`` is stable for programs; the message is for people."""
+
+    status = 400
+    code = "invalid_input"
+
+    def __init__(self, message: str, *, code: str | None = None, details: Mapping[str, Any] | None = None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.details: dict[str, Any] = dict(details or {})
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The body every HTTP surface answers with."""
+        return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+
+
+class NotFoundError(UserInputError):
+    """The thing asked for does not exist, or this user may not see it (never say which)."""
+
+    status = 404
+    code = "not_found"
+
+
+class ConflictError(UserInputError):
+    """The request is valid but the thing is not in a state that allows it (e.g. indexing)."""
+
+    status = 409
+    code = "conflict"
+
+
+class ServiceUnavailableError(UserInputError):
+    """A part the request needs (the database, the broker) is not reachable; try again later."""
+
+    status = 503
+    code = "unavailable"

@@ -1,0 +1,64 @@
+"""The HTTP mapping of ``openfable.errors.UserInputError``: one place, one shape.
+
+Pages render ``error.html`` with the error's status and message; requests that want JSON (the
+REST API, htmx calls asking for JSON, anything sending ``Accept: application/json``) get
+``{"error": {"code", "message", "details"}}``. ``drf_exception_handler`` gives DRF the same shape
+for its own errors (validation, authentication, throttling) and for ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from openfable.errors import UserInputError
+
+API_PREFIX = "/v1/api/"
+
+
+def wants_json(request: HttpRequest) -> bool:
+    return request.path.startswith(API_PREFIX) or "application/json" in request.headers.get("Accept", "")
+
+
+def user_error_response(request: HttpRequest, error: UserInputError) -> HttpResponse:
+    if wants_json(request):
+        return JsonResponse(error.to_dict(), status=error.status)
+    return render(request, "error.html", {"error": error}, status=error.status)
+
+
+class UserInputErrorMiddleware:
+    """Turn a ``UserInputError`` escaping a view into its 4xx answer, never a 500."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, UserInputError):
+            return user_error_response(request, exception)
+        return None
+
+
+def drf_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
+    """DRF's errors and ours in the one JSON shape (used once the REST API exists)."""
+    from rest_framework.response import Response
+    from rest_framework.views import exception_handler
+
+    if isinstance(exc, UserInputError):
+        return Response(exc.to_dict(), status=exc.status)
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    detail = response.data
+    code = getattr(exc, "default_code", "error")
+    if isinstance(detail, dict) and set(detail) == {"detail"}:
+        message, details = str(detail["detail"]), {}
+    else:
+        message, details = "The request is not valid; see details for each field.", detail
+    response.data = {"error": {"code": str(code), "message": message, "details": details}}
+    return response

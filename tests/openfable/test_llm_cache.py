@@ -1,0 +1,98 @@
+"""The default LLM response cache: LLMCacheEntry rows in a table that ``migrate`` makes.
+
+The pytest-django test database is built by ``migrate`` alone (no ``createcachetable``), so these
+tests also show that a plain migrate is enough for the cache to work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.db import connection
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from openfable.llm import DatabaseLLMCache, LLMClient, LLMResult
+from openfable.models import LLMCacheEntry
+from tests.fakes.openai_server import ScriptedOpenAIServer
+
+pytestmark = pytest.mark.django_db
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"titles": {"type": "array", "items": {"type": "string"}}},
+    "required": ["titles"],
+    "additionalProperties": False,
+}
+MESSAGES = [
+    {"role": "system", "content": "Name the sections."},
+    {"role": "user", "content": "Text: one, two."},
+]
+
+
+@pytest.fixture
+def llm_settings(scripted_openai: ScriptedOpenAIServer, settings: SettingsWrapper) -> ScriptedOpenAIServer:
+    settings.LLM_MODEL = "scripted-model"
+    settings.LLM_BASE_URL = scripted_openai.base_url
+    settings.LLM_TIMEOUT = 5.0
+    settings.LLM_MAX_RETRIES = 0
+    return scripted_openai
+
+
+def _ask(client: LLMClient) -> LLMResult:
+    return client.complete_json(MESSAGES, schema=SCHEMA, schema_name="titles", purpose="test")
+
+
+def test_no_django_cache_alias_is_needed_for_llm_answers(llm_settings: ScriptedOpenAIServer) -> None:
+    assert "llm" not in django_settings.CACHES  # that alias needed `createcachetable`
+    assert isinstance(LLMClient.from_settings().cache, DatabaseLLMCache)
+
+
+def test_a_second_identical_call_is_answered_from_the_table(llm_settings: ScriptedOpenAIServer) -> None:
+    llm_settings.script_chat({"titles": ["first"]}, {"titles": ["second"]})
+
+    first = _ask(LLMClient.from_settings())
+    # A new client (another request, another worker) shares the cache through the database.
+    again = _ask(LLMClient.from_settings())
+
+    assert len(llm_settings.chat_requests) == 1
+    assert first.cached is False and again.cached is True
+    assert again.data == first.data == {"titles": ["first"]}
+    assert again.text == first.text
+    assert (again.prompt_tokens, again.completion_tokens, again.cost_usd) == (0, 0, 0.0)
+    [entry] = LLMCacheEntry.objects.all()
+    assert entry.key == LLMClient.from_settings().cache_key(MESSAGES, SCHEMA)
+    assert entry.value == {"data": {"titles": ["first"]}, "text": first.text}
+
+
+def test_set_overwrites_and_get_misses_cleanly() -> None:
+    cache = DatabaseLLMCache()
+    assert cache.get("absent") is None
+    assert cache.get("absent", "fallback") == "fallback"
+
+    cache.set("k", {"data": [1], "text": "[1]"})
+    cache.set("k", {"data": [2], "text": "[2]"})  # two racing identical calls: the later one wins
+
+    assert cache.get("k") == {"data": [2], "text": "[2]"}
+    assert LLMCacheEntry.objects.count() == 1
+
+
+def test_a_missing_table_costs_only_the_cache(
+    llm_settings: ScriptedOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failing cache query logs a warning, the call still answers, and the caller's
+    transaction (here the test's own) is still usable afterwards."""
+    with connection.cursor() as cursor:  # rolled back with the test's transaction
+        cursor.execute("ALTER TABLE openfable_llmcacheentry RENAME TO openfable_llmcacheentry_gone")
+    llm_settings.script_chat({"titles": ["ok"]})
+
+    with caplog.at_level("WARNING", logger="openfable.llm"):
+        result = _ask(LLMClient.from_settings())
+
+    assert result.data == {"titles": ["ok"]} and result.cached is False
+    messages = [record.getMessage() for record in caplog.records]
+    assert "LLM cache read failed" in messages and "LLM cache write failed" in messages
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
