@@ -27,6 +27,7 @@ test: $(BIN)/.installed system-deps
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: $(BIN)/.installed
 	$(BIN)/ruff format .

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from django.db import transaction
+
 from documents.ingestion.boundaries import MarkerNotFoundError
 from documents.ingestion.tree_schema import TreeValidationError
 from documents.models import Document, Node
@@ -29,7 +31,7 @@ from documents.services.agent import (
     tree_instructions,
     tree_outline,
 )
-from documents.services.documents import clean_tags, document_create
+from documents.services.documents import DocumentCreateResult, clean_tags, document_create
 from documents.services.jobs import job_run_now
 from documents.services.reembed import DEFAULT_BATCH_SIZE, Progress, nodes_reembed
 from openfable.embeddings import get_embedder
@@ -116,21 +118,12 @@ def handle_index(options: dict[str, Any]) -> dict[str, Any]:
     if paths.count(STDIN) > 1:
         raise UserInputError("Standard input (-) can be read only once; give it at most once.")
     tags = clean_tags(options["tags"])
-    # Read and check every file before storing any: a typo in the third path stores nothing.
+    # Read every file, then store them all or none: a bad third file stores nothing.
     contents = [(path, _read_input(path, what="document")) for path in paths]
     results = []
-    for path, data in contents:
-        try:
-            created = document_create(
-                collection=options["collection"] or None,
-                content=data,
-                source_filename="" if path == STDIN else Path(path).name,
-                tags=tags,
-                queue=not options["wait"],
-            )
-        except UserInputError as error:
-            raise UserInputError(f"{path}: {error}", code=error.code) from None
-        results.append((path, created))
+    with transaction.atomic():
+        for path, data in contents:
+            results.append((path, _create(path, data, options, tags)))
     documents = []
     for position, (path, created) in enumerate(results, start=1):
         entry = _document_summary(created.document) | {"path": path, "created": created.created}
@@ -148,6 +141,19 @@ def handle_index(options: dict[str, Any]) -> dict[str, Any]:
     if not options["wait"] and any(entry.get("job") for entry in documents):
         answer["note"] = "Queued: the worker that `make run` starts indexes them. Use --wait to index here."
     return answer
+
+
+def _create(path: str, data: bytes, options: dict[str, Any], tags: list[str]) -> DocumentCreateResult:
+    try:
+        return document_create(
+            collection=options["collection"] or None,
+            content=data,
+            source_filename="" if path == STDIN else Path(path).name,
+            tags=tags,
+            queue=not options["wait"],
+        )
+    except UserInputError as error:
+        raise UserInputError(f"{path}: {error}", code=error.code) from None
 
 
 def _document_summary(document: Document) -> dict[str, Any]:

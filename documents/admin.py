@@ -90,7 +90,7 @@ class CollectionAdmin(admin.ModelAdmin):
         # The slug names the collection in URLs, filters and scripts: fixed once made.
         return ["slug"] if obj is not None else []
 
-    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Collection:  # type: ignore[override]
+    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Collection:
         data = form.cleaned_data
         if not change:
             collection = collection_create(
@@ -123,6 +123,7 @@ class DocumentAddForm(forms.ModelForm):
     """What a person gives to add a document; checked by the same rules as every other surface."""
 
     content = forms.CharField(widget=forms.Textarea(attrs={"rows": 20}), strip=False, label="Text")
+    title = forms.CharField(required=False, help_text="from the first line when left empty")
     tags_text = forms.CharField(required=False, label="Tags", help_text="comma-separated")
     builder = forms.ChoiceField(
         required=False,
@@ -175,8 +176,16 @@ class IngestionJobInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True
-    fields = ["status", "stage", "progress", "llm_calls", "llm_cost_usd", "error", "created", "finished"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "status",
+        "stage",
+        "progress",
+        "llm_calls",
+        "llm_cost_usd",
+        "error",
+        "created",
+        "finished",
+    )
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -187,8 +196,16 @@ class NodeInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = True  # titles and summaries are edited on the node's own page
-    fields = ["order", "kind", "depth", "title", "start_char", "end_char", "token_count", "edited"]
-    readonly_fields = fields
+    fields = readonly_fields = (
+        "order",
+        "kind",
+        "depth",
+        "title",
+        "start_char",
+        "end_char",
+        "token_count",
+        "edited",
+    )
     ordering = ["order"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
@@ -232,7 +249,7 @@ class DocumentAdmin(admin.ModelAdmin):
             "updated",
         ]
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Document | None = None) -> list[str]:  # type: ignore[override]
+    def get_readonly_fields(self, request: HttpRequest, obj: Document | None = None) -> list[str]:
         if obj is None:
             return []
         return [
@@ -248,7 +265,7 @@ class DocumentAdmin(admin.ModelAdmin):
             "updated",
         ]
 
-    def get_inlines(self, request: HttpRequest, obj: Document | None) -> list[Any]:  # type: ignore[override]
+    def get_inlines(self, request: HttpRequest, obj: Document | None) -> list[Any]:
         return [IngestionJobInline, NodeInline] if obj is not None else []
 
     @admin.display(description="text")
@@ -256,7 +273,7 @@ class DocumentAdmin(admin.ModelAdmin):
         text = Document.objects.values_list("content", flat=True).get(pk=document.pk)
         return Truncator(text).chars(2000)
 
-    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Document:  # type: ignore[override]
+    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Document:
         data = form.cleaned_data
         if not change:
             cleaned = data["cleaned"]
@@ -286,7 +303,10 @@ class DocumentAdmin(admin.ModelAdmin):
         pass  # saved by save_form through the services
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        pass  # the inlines are read-only
+        # The inlines are read-only: saving them writes nothing, but the admin's change message
+        # reads what they saved. The form's own fields were saved by save_form.
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
 
     def delete_model(self, request: HttpRequest, obj: Document) -> None:
         document_delete(document=obj)
@@ -349,7 +369,7 @@ class NodeAdmin(admin.ModelAdmin):
     list_filter = ["kind", "edited", "embedding_stale", "document__collection", "document__builder"]
     search_fields = ["title", "summary", "toc_path"]
     list_select_related = ["document"]
-    fields = [
+    fields = (
         "document",
         "kind",
         "depth",
@@ -364,8 +384,8 @@ class NodeAdmin(admin.ModelAdmin):
         "embedding_stale",
         "text_preview",
         "embedding_preview",
-    ]
-    readonly_fields = [field for field in fields if field not in ("title", "summary")]
+    )
+    readonly_fields = tuple(field for field in fields if field not in ("title", "summary"))
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
         return super().get_queryset(request).defer("embedding", "content")
@@ -376,7 +396,7 @@ class NodeAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Node:  # type: ignore[override]
+    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Node:
         result = node_update(
             node=form.instance, title=form.cleaned_data["title"], summary=form.cleaned_data["summary"]
         )
@@ -386,6 +406,9 @@ class NodeAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Node, form: Any, change: bool) -> None:
         pass  # saved by save_form through node_update
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        pass  # a node has no related rows to edit here
 
     @admin.display(description="text")
     def text_preview(self, node: Node) -> str:

@@ -69,8 +69,8 @@ def document_list(
 ) -> QuerySet[Document]:
     """Visible documents, newest first, without their text; filters are optional."""
     documents = documents_visible(user=user).select_related("collection").defer("content")
-    if collection not in (None, ""):
-        documents = documents.filter(collection=collection_get(user=user, collection=collection))  # type: ignore[arg-type]
+    if collection is not None and collection != "":
+        documents = documents.filter(collection=collection_get(user=user, collection=collection))
     if status:
         documents = documents.filter(status=status)
     if tag:

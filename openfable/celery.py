@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib import import_module
 
 from celery import Celery
 
@@ -23,10 +24,11 @@ def _ensure_filesystem_broker_folders(sender: Celery, **kwargs: object) -> None:
 
 
 def queue_task(name: str, *args: object) -> None:
-    """Queue the registered task ``name`` with JSON arguments.
+    """Queue the task ``name`` ("package.module.function") with JSON arguments, after importing its module.
 
     Services queue their tasks by name: the task modules import the services they wrap, so a
-    direct import back would make an import cycle. The task is looked up in the registry, so
-    eager mode (OPENFABLE_CELERY_EAGER) and the task's own options apply as with ``.delay()``.
+    direct import back would make an import cycle. The task object itself is used (not
+    ``send_task``), so eager mode (OPENFABLE_CELERY_EAGER) and the task's own options apply.
     """
-    app.signature(name, args=args).delay()
+    import_module(name.rsplit(".", 1)[0])  # registers the task in this process
+    app.tasks[name].delay(*args)

@@ -79,15 +79,24 @@ def dimensions_mismatch(*, configured: int, stored: int | None, model_name: str 
 
 
 def check_vectors(vectors: object, *, count: int, dimensions: int, model_name: str) -> np.ndarray:
-    """``vectors`` as a (count, dimensions) float32 array, or ``EmbeddingDimensionError`` saying what came back."""
+    """``vectors`` as a (count, dimensions) float32 array, or ``EmbeddingDimensionError`` saying what came back.
+
+    The one shape check of every embedding the project stores or compares.
+    """
     array = np.asarray(vectors, dtype=np.float32)
-    if array.shape != (count, dimensions):
+    if array.shape == (count, dimensions):
+        return array
+    if array.ndim == 2 and array.shape[0] == count:
+        actual = array.shape[1]
         raise EmbeddingDimensionError(
-            f"The embedding model {model_name!r} returned vectors of shape {array.shape} for {count} "
-            f"texts; expected {dimensions} dimensions each (OPENFABLE_EMBEDDING_DIMENSIONS). Choose a "
-            "model of that size, or set the size the model makes and re-embed the corpus."
+            f"The embedding model {model_name!r} returns {actual}-dimensional vectors but "
+            f"OPENFABLE_EMBEDDING_DIMENSIONS is {dimensions}. Set OPENFABLE_EMBEDDING_DIMENSIONS={actual} "
+            "(and re-embed the corpus with `openfable reembed`), or choose a model of that size."
         )
-    return array
+    raise EmbeddingDimensionError(
+        f"The embedding model {model_name!r} returned vectors of shape {array.shape} for {count} texts; "
+        f"expected {count} vectors of {dimensions} dimensions."
+    )
 
 
 def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
@@ -241,15 +250,12 @@ class RemoteEmbedder:
                 f"The embedding service at {self.url or 'the provider'} returned {len(items)} vectors "
                 f"for {len(inputs)} texts."
             )
-        matrix = np.asarray([_field(item, "embedding") for item in items], dtype=np.float32)
-        actual = matrix.shape[1] if matrix.ndim == 2 else 0
-        if actual != self.dimensions:
-            raise EmbeddingDimensionError(
-                f"The embedding model {self.model_name!r} returns {actual}-dimensional vectors but "
-                f"OPENFABLE_EMBEDDING_DIMENSIONS is {self.dimensions}. Set "
-                f"OPENFABLE_EMBEDDING_DIMENSIONS={actual} (and re-embed the corpus), or choose a "
-                "model with that size."
-            )
+        matrix = check_vectors(
+            [_field(item, "embedding") for item in items],
+            count=len(inputs),
+            dimensions=self.dimensions,
+            model_name=self.model_name,
+        )
         return _normalise_rows(matrix)
 
     def _map_error(self, exc: Exception) -> EmbeddingError:

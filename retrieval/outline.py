@@ -15,11 +15,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-ROOT = "root"
-SECTION = "section"
-SUBSECTION = "subsection"
-LEAF = "leaf"
-KINDS = frozenset({ROOT, SECTION, SUBSECTION, LEAF})
+from documents.ingestion.tree import KINDS, LEAF
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,3 +19,17 @@ def shared_dir() -> Path:
     if not (path / "datasets").is_dir():
         pytest.fail(f"datasets not found under {path}; set OPENFABLE_SHARED_DIR")
     return path
+
+
+@pytest.fixture
+def eager_tasks() -> Iterator[None]:
+    """Tasks queued by the services run inline when their transaction commits (pair it with
+    pytest-django's ``django_capture_on_commit_callbacks(execute=True)``)."""
+    from openfable.celery import app
+
+    previous = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager = previous

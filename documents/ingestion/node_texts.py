@@ -13,14 +13,50 @@ import functools
 import math
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from documents.ingestion.headings import TITLE_CHARS, Heading, clean_title, shorten, word_set
 
-if TYPE_CHECKING:
-    from documents.ingestion.structural import Builder, Draft
+
+@dataclass
+class Draft:
+    """A node over the unit range [first, last); no children means a leaf. ``NodeTexts`` fills
+    its title and summary."""
+
+    first: int
+    last: int
+    heading: Heading | None = None
+    children: list[Draft] = field(default_factory=list)
+    title: str = ""
+    summary: str = ""
+
+
+class Unit(Protocol):
+    """A span of the text the structural builder works in (a paragraph or part of one)."""
+
+    start: int
+    end: int
+    heading: Heading | None
+    heading_only: bool
+
+
+class Builder(Protocol):
+    """What ``NodeTexts`` reads of the structural builder (documents.ingestion.structural.Builder):
+    the text, its units and their vectors. A protocol, so this module does not import the builder
+    that imports it."""
+
+    text: str
+    vectors: np.ndarray
+
+    @property
+    def units(self) -> Sequence[Unit]: ...
+
+    def mean_vector(self, draft: Draft) -> np.ndarray: ...
+
 
 _SUMMARY_WORDS = 60
 _SUMMARY_SENTENCES = 3

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from documents.ingestion.headings import TITLE_CHARS, Heading, detect_headings, shorten
-from documents.ingestion.node_texts import NodeTexts, first_line_title
+from documents.ingestion.node_texts import Draft, NodeTexts, first_line_title
 from documents.ingestion.sentences import (
     BREAK_LINE,
     BREAK_PARAGRAPH,
@@ -448,19 +448,6 @@ def _similarities(vectors: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> n
 
 # ---------------------------------------------------------------------------------------------
 # The tree
-
-
-@dataclass
-class Draft:
-    """A node over the unit range [first, last); no children means a leaf. ``NodeTexts`` fills
-    its title and summary."""
-
-    first: int
-    last: int
-    heading: Heading | None = None
-    children: list[Draft] = field(default_factory=list)
-    title: str = ""
-    summary: str = ""
 
 
 class Builder:

@@ -380,7 +380,7 @@ def collection_update(
         collection.name = name[:200]
         collection.save(update_fields=["name"])
     if members is not None:
-        collection.members.set([member for member in members if member.pk != collection.owner_id])
+        collection.members.set([member.pk for member in members if member.pk != collection.owner_id])
     # Who may see what changed: results cached for a user must not outlive it.
     corpus_version_bump()
     return collection

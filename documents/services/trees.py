@@ -203,7 +203,8 @@ def _refresh_embedding_texts(node: Node) -> list[int]:
         .order_by("order")
         .only("id", "parent_id", "kind", "depth", "title", "summary", "toc_path", "content", "order")
     )
-    paths: dict[int, str] = {}
+    assert node.parent_id is not None  # only the root has no parent, and it returned above
+    paths: dict[int | None, str] = {}
     parent_path = Node.objects.filter(pk=node.parent_id).values_list("toc_path", flat=True).get()
     changed: list[Node] = []
     stale: list[int] = []

@@ -208,11 +208,15 @@ def celery_worker_thread() -> Iterator[None]:
     """A real Celery worker (in a thread) consuming real messages from an in-memory broker."""
     previous = celery_app.conf.broker_url
     celery_app.conf.broker_url = "memory://"
+    # The app keeps the connection pool of the broker it first published to (an earlier test may
+    # have); drop it, as Celery does after a fork, so this test publishes to the memory broker.
+    celery_app._after_fork()
     try:
         with start_worker(celery_app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
             yield
     finally:
         celery_app.conf.broker_url = previous
+        celery_app._after_fork()
 
 
 @pytest.mark.slow

@@ -61,13 +61,14 @@ def test_a_second_identical_call_is_answered_from_the_table(llm_settings: Script
     assert again.data == first.data == {"titles": ["first"]}
     assert again.text == first.text
     assert (again.prompt_tokens, again.completion_tokens, again.cost_usd) == (0, 0, 0.0)
-    [entry] = LLMCacheEntry.objects.all()
-    assert entry.key == LLMClient.from_settings().cache_key(MESSAGES, SCHEMA)
+    # Other tests' LLM calls run on worker threads (their own connections, committed): count ours.
+    [entry] = LLMCacheEntry.objects.filter(key=LLMClient.from_settings().cache_key(MESSAGES, SCHEMA))
     assert entry.value == {"data": {"titles": ["first"]}, "text": first.text}
 
 
 def test_set_overwrites_and_get_misses_cleanly() -> None:
     cache = DatabaseLLMCache()
+    before = LLMCacheEntry.objects.count()
     assert cache.get("absent") is None
     assert cache.get("absent", "fallback") == "fallback"
 
@@ -75,7 +76,7 @@ def test_set_overwrites_and_get_misses_cleanly() -> None:
     cache.set("k", {"data": [2], "text": "[2]"})  # two racing identical calls: the later one wins
 
     assert cache.get("k") == {"data": [2], "text": "[2]"}
-    assert LLMCacheEntry.objects.count() == 1
+    assert LLMCacheEntry.objects.count() == before + 1
 
 
 def test_a_missing_table_costs_only_the_cache(

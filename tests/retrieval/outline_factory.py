@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 
-from retrieval.outline import LEAF, ROOT, SECTION, SUBSECTION, OutlineNode
+from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION
+from retrieval.outline import OutlineNode
 
 CHARS_PER_TOKEN = 4
 

@@ -9,50 +9,28 @@ import pytest
 from django.db import connection
 
 from documents.models import Document, DocumentTerm, Node
-from documents.services.trees import document_terms_refresh
 from retrieval.node_level import hybrid_similarity
 from retrieval.paths import lexical
-from tests.factories import DocumentFactory, NodeFactory
+from tests.factories import DocumentFactory
 from tests.plans import query_plan
+from tests.trees import Sec, sec, sec_text, sec_tree, tree_save
 
 pytestmark = pytest.mark.django_db
 
 
+def _spec(title: str, paragraphs: Sequence[str], *, section: tuple[str, str] | None = None) -> Sec:
+    """A root (and optionally one section) over one leaf per paragraph."""
+    if section is None:
+        return sec(title, "", *paragraphs)
+    return sec(title, "", sec(*section, *paragraphs))
+
+
 def _document(title: str, paragraphs: Sequence[str], *, section: tuple[str, str] | None = None) -> Document:
-    """A root (and optionally one section) over one leaf per paragraph, spans exact, with its
-    lexical index written as a tree write does."""
-    content = "\n\n".join(paragraphs)
+    """A document of these paragraphs, its tree (and so its lexical index) saved as ingestion saves it."""
+    spec = _spec(title, paragraphs, section=section)
+    content = sec_text(spec)
     document = DocumentFactory.create(title=title, content=content, token_count=len(content.split()))
-    root = NodeFactory.create(document=document, order=0, title=title, end_char=len(content))
-    parent, depth, order = root, 1, 1
-    if section is not None:
-        parent = NodeFactory.create(
-            document=document,
-            parent=root,
-            kind="section",
-            depth=1,
-            order=1,
-            title=section[0],
-            summary=section[1],
-            end_char=len(content),
-        )
-        depth, order = 2, 2
-    start = 0
-    for index, text in enumerate(paragraphs):
-        Node.objects.create(
-            document=document,
-            parent=parent,
-            kind="leaf",
-            depth=depth,
-            ordinal=index,
-            order=order + index,
-            start_char=start,
-            end_char=start + len(text),
-            content=text,
-            token_count=len(text.split()),
-        )
-        start += len(text) + 2
-    document_terms_refresh([document.pk])
+    tree_save(document, sec_tree(spec))
     return document
 
 
@@ -131,8 +109,13 @@ def test_the_term_index_sums_leaf_frequencies_and_is_rewritten_not_appended() ->
     )
     terms = dict(DocumentTerm.objects.filter(document=document).values_list("term", "frequency"))
     assert terms == {"pump": 3, "room": 1}  # leaves only: the section's "valv" is not the text
-    Node.objects.filter(document=document, kind="leaf", order=3).update(content="The valve room.")
-    document_terms_refresh([document.pk])
+    # The second paragraph changes and the document is indexed again.
+    rewritten = _spec(
+        "Pumps", ["Pumps and more pumps.", "The valve room."], section=("Pumping", "Valves only.")
+    )
+    Document.objects.filter(pk=document.pk).update(content=sec_text(rewritten))
+    document.refresh_from_db()
+    tree_save(document, sec_tree(rewritten))
     terms = dict(DocumentTerm.objects.filter(document=document).values_list("term", "frequency"))
     assert terms == {"pump": 2, "room": 1, "valv": 1}
 

@@ -1,7 +1,8 @@
 """retrieve() end to end on real PostgreSQL + pgvector with real (local e5) embeddings.
 
-The corpus is four small hand-made documents whose trees are built as Node rows directly, with
-exact spans over the content, so these tests depend on nothing but the models and the embedder.
+The corpus is four small hand-made documents whose trees are saved through the real tree write
+(``tests.trees.tree_save``), so these tests depend on nothing but the models, that write path and
+the embedder.
 """
 
 from __future__ import annotations
@@ -16,29 +17,20 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import caches
 
+from documents.ingestion.tree import LEAF
 from documents.models import Collection, Document, Node
-from documents.services.trees import corpus_version_bump, document_terms_refresh
+from documents.services.trees import corpus_version_bump
 from openfable.embeddings import get_embedder
 from openfable.tokens import count_tokens
 from retrieval.fusion import Fused
 from retrieval.result import LEXICAL, TREE_EXPANSION, VECTOR, RetrievalInputError, RetrievalResult
 from retrieval.services import extend_to_budget, retrieve, select_documents
 from tests.factories import CollectionFactory, DocumentFactory
+from tests.trees import Sec, sec, sec_text, sec_tree, tree_save
 
 pytestmark = pytest.mark.django_db
 
 # -- the corpus ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sec:
-    title: str
-    summary: str
-    children: tuple[Sec | str, ...]
-
-
-def sec(title: str, summary: str, *children: Sec | str) -> Sec:
-    return Sec(title, summary, children)
 
 
 VOLCANOES = sec(
@@ -124,7 +116,7 @@ OCEANS = sec(
 @dataclass
 class Built:
     document: Document
-    nodes: dict[str, Node] = field(default_factory=dict)  # by title (leaves: by their first words)
+    nodes: dict[str, Node] = field(default_factory=dict)  # by title (leaves: by their text)
 
     @property
     def id(self) -> int:
@@ -141,74 +133,25 @@ def _embed(texts: tuple[str, ...]) -> np.ndarray:
 
 
 def build_document(spec: Sec, *, collection: Collection, tags: Sequence[str] = ()) -> Built:
-    """A document whose leaves partition its content, with a tree of Node rows over it."""
-    leaves: list[str] = []
-
-    def collect(node: Sec) -> None:
-        for child in node.children:
-            collect(child) if isinstance(child, Sec) else leaves.append(child)
-
-    collect(spec)
-    pieces = [text + ("\n\n" if index < len(leaves) - 1 else "") for index, text in enumerate(leaves)]
-    content = "".join(pieces)
+    """A document whose leaves partition its content, its tree saved as ingestion saves it."""
+    content = sec_text(spec)
     document = DocumentFactory.create(
         collection=collection,
         title=spec.title,
         content=content,
         token_count=count_tokens(content),
         tags=list(tags),
-        status=Document.Status.INDEXED,
     )
-    # Pre-order layout: (spec or leaf text, depth, parent index, start, end, toc path)
-    layout: list[tuple[Sec | str, int, int | None, int, int, str]] = []
-    cursor = 0
-
-    def place(node: Sec | str, depth: int, parent: int | None, path: str) -> int:
-        nonlocal cursor
-        index = len(layout)
-        if isinstance(node, str):
-            start = cursor
-            cursor += len(pieces[len([x for x in layout if isinstance(x[0], str)])])
-            layout.append((node, depth, parent, start, cursor, path))
-            return index
-        toc = f"{path} › {node.title}" if path else node.title
-        layout.append((node, depth, parent, cursor, cursor, toc))
-        for child in node.children:
-            place(child, depth + 1, index, toc)
-        layout[index] = (node, depth, parent, layout[index][3], cursor, toc)
-        return index
-
-    place(spec, 0, None, "")
-    texts = tuple(item if isinstance(item, str) else f"{toc}: {item.summary}" for item, *_, toc in layout)
-    vectors = _embed(texts)
-    built = Built(document=document)
-    saved: list[Node] = []
-    for order, ((item, depth, parent, start, end, toc), vector) in enumerate(
-        zip(layout, vectors, strict=True)
-    ):
-        section = item if isinstance(item, Sec) else None
-        is_leaf = section is None
-        kind = "leaf" if is_leaf else "root" if depth == 0 else "section" if depth == 1 else "subsection"
-        node = Node.objects.create(
-            document=document,
-            parent=saved[parent] if parent is not None else None,
-            kind=kind,
-            depth=depth,
-            ordinal=0,
-            order=order,
-            title=section.title if section else "",
-            summary=section.summary if section else "",
-            toc_path=toc,
-            start_char=start,
-            end_char=end,
-            content=content[start:end] if is_leaf else "",
-            token_count=count_tokens(content[start:end]),
-            embedding=vector,
-        )
-        saved.append(node)
-        built.nodes[section.title if section else str(item)] = node
-    document_terms_refresh([document.pk])  # the lexical index, as a tree write keeps it
-    return built
+    nodes = tree_save(
+        document,
+        sec_tree(spec),
+        embed=lambda texts: _embed(tuple(texts)),
+        embedding_model=get_embedder().model_name,
+    )
+    return Built(
+        document=document,
+        nodes={node.content if node.kind == LEAF else node.title: node for node in nodes},
+    )
 
 
 @dataclass

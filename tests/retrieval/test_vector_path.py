@@ -12,6 +12,7 @@ from retrieval.paths import vector
 from retrieval.paths.vector import NodeHit, document_scores, nearest_nodes, nodes_with_similarity
 from tests.factories import DocumentFactory, NodeFactory
 from tests.plans import query_plan
+from tests.trees import sec, sec_text, sec_tree, tree_save
 
 pytestmark = pytest.mark.django_db
 
@@ -24,25 +25,11 @@ def _unit(rng: np.random.Generator, count: int) -> np.ndarray:
 
 
 def _flat_document(vectors: np.ndarray) -> tuple[Document, list[Node]]:
-    """A root with one leaf per vector (the root gets the first vector too)."""
-    document = DocumentFactory.create()
-    root = NodeFactory.create(document=document, order=0, end_char=len(vectors), embedding=vectors[0])
-    leaves = Node.objects.bulk_create(
-        Node(
-            document=document,
-            parent=root,
-            kind="leaf",
-            depth=1,
-            ordinal=i,
-            order=i + 1,
-            start_char=i,
-            end_char=i + 1,
-            token_count=1,
-            embedding=v,
-        )
-        for i, v in enumerate(vectors)
-    )
-    return document, [root, *leaves]
+    """A root with one 1-character leaf per vector (the root gets the first vector too)."""
+    spec = sec("Root", "", *["x"] * len(vectors))
+    document = DocumentFactory.create(content=sec_text(spec, separator=""))
+    nodes = tree_save(document, sec_tree(spec, separator=""), vectors=np.vstack([vectors[:1], vectors]))
+    return document, nodes
 
 
 def _noise(count: int) -> tuple[Document, np.ndarray]:

@@ -24,8 +24,7 @@ least one chunk came back) and, per missed reference, whether its document was n
 
 from __future__ import annotations
 
-import inspect
-import json
+import hashlib
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -34,7 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrieval.bench.metrics import (
+from django.conf import settings
+from django.test import override_settings
+
+from benchmarks import BenchInputError, baselines
+from benchmarks.datasets import BenchQuery, DatasetDocument, read_documents, read_queries
+from benchmarks.ingest import index_dataset_document
+from benchmarks.metrics import (
     QueryScore,
     SentenceSplitter,
     mean,
@@ -42,6 +47,16 @@ from retrieval.bench.metrics import (
     reference_sentences,
     score_sentences,
 )
+from documents.ingestion.tree import LEAF
+from documents.models import Collection
+from documents.selectors import collection_get, document_list, document_nodes
+from documents.services.documents import collection_create, collection_delete
+from openfable.embeddings import get_embedder
+from openfable.errors import NotFoundError
+from openfable.llm import llm_configured
+from openfable.tokens import count_tokens
+from retrieval.result import RetrievalInputError, RetrievalResult
+from retrieval.services import retrieve
 
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000, 8000)
 REFERENCE_METHODS = ("ceiling", "oracle")
@@ -63,32 +78,6 @@ Log = Callable[[str], None]
 
 
 # -- inputs --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BenchQuery:
-    query_id: Any
-    query_type: str
-    text: str
-    doc_ids: tuple[Any, ...]
-    references: tuple[str, ...]
-
-
-def parse_queries(records: Sequence[dict[str, Any]]) -> list[BenchQuery]:
-    queries = []
-    for number, record in enumerate(records):
-        query = record.get("query") or {}
-        truth = record.get("ground_truth") or {}
-        queries.append(
-            BenchQuery(
-                query_id=query.get("query_id", number),
-                query_type=str(query.get("query_type") or "(none)"),
-                text=str(query.get("content") or ""),
-                doc_ids=tuple(truth.get("doc_ids") or ()),
-                references=tuple(str(ref) for ref in truth.get("references") or () if str(ref).strip()),
-            )
-        )
-    return queries
 
 
 def stratified_sample(queries: Sequence[BenchQuery], limit: int) -> list[BenchQuery]:
@@ -177,17 +166,15 @@ def bench_retrieval(
     collection_slug: str = "",
     log: Log | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark and return every number (the JSON report; ``format_report`` prints it)."""
-    from documents.bench import _read_jsonl
-    from openfable.llm import llm_configured
-
+    """Run the benchmark and return every number (the JSON report; ``report.format_retrieval``
+    prints it)."""
     say: Log = log or (lambda message: None)
     llm = llm_configured()
     if methods is None:
         methods = [m for m in ALL_METHODS if llm or m not in ("bipath", "llm")]
-    records = _read_jsonl(docs_path, 0)
-    contents = {record["doc_id"]: str(record["content"]) for record in records}
-    all_queries = parse_queries(_read_jsonl(queries_path, 0))
+    records = read_documents(docs_path)
+    contents = {record.doc_id: record.content for record in records}
+    all_queries = read_queries(queries_path)
     answerable = [query for query in all_queries if query.references]
     queries = stratified_sample(answerable, max_queries)
     say(f"{len(queries)} queries with references ({len(all_queries) - len(answerable)} without, skipped)")
@@ -217,9 +204,7 @@ def bench_retrieval(
         )  # fmt: skip
     finally:
         if collection is not None and not collection_slug and not keep:
-            from documents.models import Collection
-
-            Collection.objects.filter(pk=collection.pk).delete()
+            collection_delete(collection=collection)
             report["collection"] = None
     report["results"] = {
         method: {str(budget): cells[method, budget].summary() for budget in budgets} for method in methods
@@ -251,21 +236,19 @@ def _prepare(query: BenchQuery, split: SentenceSplitter, contents: dict[Any, str
 
 
 def _collection_for(
-    records: Sequence[dict[str, Any]], *, collection_slug: str, needed: Sequence[str], say: Log
-) -> tuple[Any, dict[int, Any], dict[str, Any]]:
+    records: Sequence[DatasetDocument], *, collection_slug: str, needed: Sequence[str], say: Log
+) -> tuple[Collection | None, dict[int, Any], dict[str, Any]]:
     """The collection to query (ingested now, or reused) and its document pk -> doc_id map."""
-    from documents.models import Collection, Document
-
     if collection_slug:
-        collection = Collection.objects.filter(slug=collection_slug).first()
-        if collection is None:
-            raise BenchInputError(f"--collection {collection_slug}: no such collection")
-        by_hash = {_sha256(str(record["content"])): record["doc_id"] for record in records}
-        known = {record["doc_id"] for record in records}
+        try:
+            collection = collection_get(user=None, collection=collection_slug)
+        except NotFoundError:
+            raise BenchInputError(f"--collection {collection_slug}: no such collection") from None
+        by_hash = {_sha256(record.content): record.doc_id for record in records}
+        known = {record.doc_id for record in records}
         pk_to_doc: dict[int, Any] = {}
-        for pk, metadata, content_hash in Document.objects.filter(collection=collection).values_list(
-            "pk", "metadata", "content_hash"
-        ):
+        stored = document_list(user=None, collection=collection).values_list("pk", "metadata", "content_hash")
+        for pk, metadata, content_hash in stored:
             doc_id = (metadata or {}).get("doc_id")
             pk_to_doc[pk] = doc_id if doc_id in known else by_hash.get(content_hash)
         missing = len(known - set(pk_to_doc.values()))
@@ -277,43 +260,25 @@ def _collection_for(
     return _ingest(records, say)
 
 
-def _ingest(records: Sequence[dict[str, Any]], say: Log) -> tuple[Any, dict[int, Any], dict[str, Any]]:
-    from documents.indexing import claim_job, document_index, job_fail
-    from documents.services import collection_create, document_create
-    from openfable.embeddings import get_embedder
-
-    name = f"bench-retrieval {uuid.uuid4().hex[:8]}"
-    collection = collection_create(name=name)
+def _ingest(
+    records: Sequence[DatasetDocument], say: Log
+) -> tuple[Collection, dict[int, Any], dict[str, Any]]:
+    collection = collection_create(name=f"bench-retrieval {uuid.uuid4().hex[:8]}")
     embedder = get_embedder()
     pk_to_doc: dict[int, Any] = {}
     failed = 0
     started = time.perf_counter()
     try:
         for number, record in enumerate(records, 1):
-            created = document_create(
-                collection=collection,
-                content=str(record["content"]),
-                title=str(record.get("company_name") or record.get("doc_id") or ""),
-                metadata={"doc_id": record["doc_id"]},
-                builder="structural",
-                queue=False,
-            )
-            pk_to_doc[created.document.pk] = record["doc_id"]
-            if not created.created:
-                continue  # the same text twice: indexed already
-            job = claim_job(document_id=created.document.pk)
-            if job is None:
-                continue
-            try:
-                document_index(job=job, embedder=embedder)
-            except Exception as error:  # counted and shown; the benchmark goes on without it
+            indexed = index_dataset_document(collection=collection, item=record, embedder=embedder)
+            pk_to_doc[indexed.document.pk] = record.doc_id
+            if indexed.error is not None:  # counted and shown; the benchmark goes on without it
                 failed += 1
-                job_fail(job=job, error=f"{type(error).__name__}: {error}")
-                say(f"FAILED {record.get('doc_id')}: {error}")
+                say(f"FAILED {record.doc_id}: {indexed.error}")
             if number % 10 == 0 or number == len(records):
                 say(f"ingested {number}/{len(records)} documents ({time.perf_counter() - started:.0f} s)")
     except BaseException:
-        collection.delete()
+        collection_delete(collection=collection)
         raise
     seconds = round(time.perf_counter() - started, 1)
     return (
@@ -324,13 +289,7 @@ def _ingest(records: Sequence[dict[str, Any]], say: Log) -> tuple[Any, dict[int,
 
 
 def _sha256(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class BenchInputError(ValueError):
-    """Input the user can fix; the CLI prints it as {"error": ...}."""
 
 
 def _run_methods(
@@ -339,15 +298,10 @@ def _run_methods(
     methods: Sequence[str],
     budgets: Sequence[int],
     contents: dict[Any, str],
-    collection: Any,
+    collection: Collection | None,
     pk_to_doc: dict[int, Any],
     say: Log,
 ) -> tuple[dict[tuple[str, int], Cell], dict[str, Any]]:
-    from django.conf import settings
-
-    from openfable.embeddings import get_embedder
-    from retrieval.bench import baselines
-
     cells: dict[tuple[str, int], Cell] = defaultdict(Cell)
     timings: dict[str, list[float]] = defaultdict(list)
     stages: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -355,8 +309,6 @@ def _run_methods(
     documents_whole = list(contents.values())
     corpus_tokens = 0
     if "ceiling" in methods:
-        from openfable.tokens import count_tokens
-
         corpus_tokens = sum(count_tokens(text) for text in documents_whole)
     leaves: list[tuple[Any, str, int]] = _leaves(collection, pk_to_doc) if "oracle" in methods else []
 
@@ -434,17 +386,15 @@ def _run_methods(
                 tick = time.perf_counter()
                 try:
                     result = _engine_retrieve(item.query.text, budget, mode, collection)
-                except ValueError as error:  # RetrievalInputError: counted, scored as nothing found
+                except RetrievalInputError as error:  # counted, scored as nothing found
                     cell.errors += 1
                     say(f"{mode} query {item.query.query_id} at {budget}: {error}")
                     _record(cell, item, Retrieved([], set(), 0))
                     continue
                 timings[mode].append((time.perf_counter() - tick) * 1000)
-                for stage, ms in dict(
-                    getattr(result, "timings_ms", None) or getattr(result, "timings", {})
-                ).items():
+                for stage, ms in result.timings_ms.items():
                     stages[mode][stage].append(float(ms))
-                cell.routing[str(getattr(result, "routing", "?"))] += 1
+                cell.routing[str(result.routing)] += 1
                 retrieved = Retrieved(
                     [chunk.text for chunk in result.chunks],
                     {pk_to_doc.get(chunk.document_id) for chunk in result.chunks},
@@ -470,36 +420,30 @@ def _percentiles(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def _engine_retrieve(query: str, budget: int, method: str, collection: Any) -> Any:
-    from django.test import override_settings
-
-    from retrieval.services import retrieve
-
+def _engine_retrieve(query: str, budget: int, method: str, collection: Collection | None) -> RetrievalResult:
     mode, changed_settings = ENGINE_METHODS[method]
-    kwargs: dict[str, Any] = {"query": query, "token_budget": budget, "mode": mode}
-    if collection is not None:
-        kwargs["collection"] = collection.slug
-    if "use_cache" in inspect.signature(retrieve).parameters:
-        kwargs["use_cache"] = False  # a benchmark measures the engine, not the cache
     # override_settings is Django's supported way to change settings for one block of code.
     with override_settings(**changed_settings):
-        return retrieve(**kwargs)
+        return retrieve(
+            query=query,
+            token_budget=budget,
+            mode=mode,
+            collection=collection.slug if collection is not None else None,
+            use_cache=False,  # a benchmark measures the engine, not the cache
+        )
 
 
-def _leaves(collection: Any, pk_to_doc: dict[int, Any]) -> list[tuple[Any, str, int]]:
-    """(doc_id, text, tokens) of every leaf of the collection."""
-    from documents.models import Node
-    from openfable.tokens import count_tokens
-
+def _leaves(collection: Collection | None, pk_to_doc: dict[int, Any]) -> list[tuple[Any, str, int]]:
+    """(doc_id, text, tokens) of every leaf of the collection, documents in id order."""
     if collection is None:
         return []
-    rows = Node.objects.filter(document__collection=collection, kind=Node.Kind.LEAF).values_list(
-        "document_id", "content", "token_count"
-    )
-    return [
-        (pk_to_doc.get(document_id), content, tokens or count_tokens(content))
-        for document_id, content, tokens in rows.order_by("document_id", "order").iterator()
-    ]
+    leaves = []
+    for document in document_list(user=None, collection=collection).order_by("pk"):
+        rows = document_nodes(document=document).filter(kind=LEAF).values_list("content", "token_count")
+        leaves += [
+            (pk_to_doc.get(document.pk), content, tokens or count_tokens(content)) for content, tokens in rows
+        ]
+    return leaves
 
 
 def _record(cell: Cell, item: PreparedQuery, retrieved: Retrieved, score: QueryScore | None = None) -> None:
@@ -528,114 +472,3 @@ def _record(cell: Cell, item: PreparedQuery, retrieved: Retrieved, score: QueryS
             cell.misses["wrong_document"] += 1
         else:
             cell.misses["wrong_passage"] += 1
-
-
-# -- tables --------------------------------------------------------------------------------------
-
-
-def _budget_label(budget: int) -> str:
-    return f"{budget // 1000}K" if budget % 1000 == 0 else str(budget)
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
-
-
-def _pct(value: float) -> str:
-    return f"{100 * value:.1f}"
-
-
-def format_report(report: dict[str, Any]) -> str:
-    budgets = [str(budget) for budget in report["budgets"]]
-    labels = [_budget_label(budget) for budget in report["budgets"]]
-    results = report["results"]
-    methods = list(results)
-    lines = [
-        f"bench-retrieval: {report['documents']} documents, {report['queries']} queries with references "
-        f"({report['queries_without_references']} without references skipped); budgets in cl100k tokens.",
-        "",
-    ]
-    for key, title in (
-        ("recall", "Recall (%)"),
-        ("eir", "EIR (%)"),
-        ("doc_found", "Right document found (% of the query's gold documents with a chunk returned)"),
-    ):
-        lines += [f"### {title}", ""]
-        rows = [[method] + [_pct(results[method][b][key]) for b in budgets] for method in methods]
-        lines += [*_table(["method", *labels], rows), ""]
-    lines += ["### Tokens returned (mean)", ""]
-    rows = [[method] + [f"{results[method][b]['mean_tokens']:.0f}" for b in budgets] for method in methods]
-    lines += [*_table(["method", *labels], rows), ""]
-
-    ranked = [m for m in methods if m not in REFERENCE_METHODS]
-    if ranked:
-        lines += [
-            "### Where references go (% of references): recalled / never exact anywhere / "
-            "document not returned / document returned, passage missed",
-            "",
-        ]
-        rows = []
-        for method in ranked:
-            for budget, label in zip(budgets, labels, strict=True):
-                outcome = results[method][budget]["reference_outcomes"]
-                cells = [
-                    _pct(outcome[k]) for k in ("recalled", "unmatchable", "wrong_document", "wrong_passage")
-                ]
-                routing = results[method][budget].get("routing")
-                whole = (
-                    f"{_pct(routing.get('documents', 0) / max(1, sum(routing.values())))}" if routing else ""
-                )
-                rows.append([method, label, *cells, whole])
-        header = [
-            "method",
-            "budget",
-            "recalled",
-            "unmatchable",
-            "wrong document",
-            "wrong passage",
-            "whole-document routing %",
-        ]
-        lines += [*_table(header, rows), ""]
-
-    type_budgets = [b for b in map(str, TYPE_TABLE_BUDGETS) if b in budgets] or budgets[
-        :: max(1, len(budgets) - 1)
-    ]
-    types = sorted({name for method in methods for name in results[method][budgets[0]]["recall_by_type"]})
-    if types:
-        lines += [
-            f"### Recall by query type (%) at {', '.join(_budget_label(int(b)) for b in type_budgets)}",
-            "",
-        ]
-        counts = report.get("query_types", {})
-        header = ["query type", "n"] + [
-            f"{m} {_budget_label(int(b))}" for b in type_budgets for m in methods if m != "ceiling"
-        ]
-        rows = []
-        for name in types:
-            row = [name, str(counts.get(name, ""))]
-            for b in type_budgets:
-                row += [
-                    _pct(results[m][b]["recall_by_type"].get(name, 0.0)) for m in methods if m != "ceiling"
-                ]
-            rows.append(row)
-        lines += [*_table(header, rows), ""]
-
-    latency = report.get("latency_ms") or {}
-    plain = {name: value for name, value in latency.items() if "p50" in value}
-    if plain:
-        lines += ["### Query latency (ms; engine: wall time of retrieve(), all budgets together)", ""]
-        rows = [[name, f"{v['p50']:.1f}", f"{v['p95']:.1f}", str(v["n"])] for name, v in plain.items()]
-        lines += [*_table(["method", "p50", "p95", "calls"], rows), ""]
-    for name, by_stage in latency.items():
-        if "p50" in by_stage:
-            continue
-        lines += [f"### {name} (ms)", ""]
-        rows = [[stage, f"{v['p50']:.1f}", f"{v['p95']:.1f}"] for stage, v in by_stage.items()]
-        lines += [*_table(["stage", "p50", "p95"], rows), ""]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def write_json(report: dict[str, Any], path: Path) -> None:
-    path.write_text(json.dumps(report, indent=2, default=str))

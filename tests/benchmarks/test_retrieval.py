@@ -1,4 +1,4 @@
-"""bench-retrieval end to end on a tiny DragonBall-format corpus, and the `query` subcommand.
+"""bench-retrieval end to end on a tiny DragonBall-format corpus, its sampling and its input errors.
 
 Real database, real local embeddings; no timing is asserted.
 """
@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from documents.indexing import claim_job, document_index
+from benchmarks.datasets import BenchQuery
+from benchmarks.retrieval import stratified_sample
 from documents.models import Collection
-from documents.services import collection_create, document_create
+from tests.cli import run_openfable
 
 pytestmark = pytest.mark.django_db
 
@@ -106,6 +107,7 @@ def _write(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _bench(*args: str) -> str:
+    """The table bench-retrieval prints (``run_openfable`` reads JSON; benchmarks print tables)."""
     out = io.StringIO()
     call_command("openfable", "bench-retrieval", *args, stdout=out)
     return out.getvalue()
@@ -159,68 +161,31 @@ def test_bench_retrieval_prints_tables_and_writes_every_number(tmp_path: Path, s
     assert Collection.objects.filter(slug=slug).exists(), "a reused collection is never deleted"
 
 
-def test_bench_retrieval_refuses_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_retrieval_refuses_bad_input(tmp_path: Path) -> None:
     docs, queries = _write(tmp_path)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps({"doc_id": 1, "content": "fine"}) + "\n{oops\n")
     for args, message in (
-        (["--budgets", "50"], "outside the accepted range"),
-        (["--modes", "vector,magic"], "unknown magic"),
-        (["--collection", "nope"], "no such collection"),
+        (["--docs", str(docs), "--queries", str(queries), "--budgets", "50"], "outside the accepted range"),
+        (["--docs", str(docs), "--queries", str(queries), "--budgets", "lots"], "not a number of tokens"),
+        (["--docs", str(docs), "--queries", str(queries), "--modes", "vector,magic"], "unknown magic"),
+        (["--docs", str(docs), "--queries", str(queries), "--max-queries", "-1"], "--max-queries"),
+        (["--docs", str(docs), "--queries", str(queries), "--collection", "nope"], "no such collection"),
+        (["--docs", str(tmp_path / "missing.jsonl"), "--queries", str(queries)], "no such file"),
+        (
+            ["--docs", str(broken), "--queries", str(queries), "--modes", "ceiling"],
+            "broken.jsonl:2: not a JSON line",
+        ),
     ):
-        out = io.StringIO()
-        with pytest.raises(SystemExit) as exit_info:
-            call_command(
-                "openfable",
-                "bench-retrieval",
-                "--docs",
-                str(docs),
-                "--queries",
-                str(queries),
-                *args,
-                stdout=out,
-            )
-        assert exit_info.value.code == 1
-        assert message in json.loads(out.getvalue())["error"]
+        code, result = run_openfable("bench-retrieval", *args)
+        assert code == 1, args
+        assert message in result["error"], (args, result)
+    assert not Collection.objects.exists(), "nothing is left behind"
 
 
-def _query(*args: str) -> tuple[int, dict[str, Any]]:
-    out = io.StringIO()
-    try:
-        call_command("openfable", "query", *args, stdout=out)
-    except SystemExit as exit_info:
-        return int(exit_info.code or 0), json.loads(out.getvalue())
-    return 0, json.loads(out.getvalue())
-
-
-@pytest.mark.slow
-def test_query_prints_the_result_as_json() -> None:
-    collection = collection_create(name="Query CLI")
-    document = document_create(
-        collection=collection, content=DOCS[0]["content"], title="Acme", builder="structural", queue=False
-    ).document
-    job = claim_job(document_id=document.pk)
-    assert job is not None
-    document_index(job=job)
-
-    code, result = _query(
-        "Who runs Acme Mining?", "--budget", "200", "--mode", "vector", "--collection", collection.slug
-    )
-    assert code == 0
-    assert result["token_budget"] == 200 and result["mode"] == "vector"
-    assert result["filters"] == {"collection": collection.slug}
-    assert result["chunks"] and all(chunk["document_id"] == document.pk for chunk in result["chunks"])
-    assert 0 < result["total_tokens"] <= 200
-
-    code, result = _query(
-        "Who runs Acme Mining?", "--budget", "200", "--document", str(document.pk), "--tag", "x"
-    )
-    assert code == 1 and "tag" in result["error"]
-
-
-def test_query_explains_a_bad_budget_or_mode() -> None:
-    code, result = _query("anything", "--budget", "5")
-    assert code == 1 and set(result) == {"error"}
-    assert "token budget 5 is outside the accepted range" in result["error"]
-    code, result = _query("anything", "--budget", "lots")
-    assert code == 1 and "whole number" in result["error"]
-    code, result = _query("anything", "--mode", "psychic")
-    assert code == 1 and "Unknown mode" in result["error"]
+def test_stratified_sample_is_proportional_and_deterministic() -> None:
+    queries = [BenchQuery(n, "A" if n % 4 else "B", f"q{n}", (), ("r",)) for n in range(100)]
+    sample = stratified_sample(queries, 20)
+    assert len(sample) == 20 and sample == stratified_sample(queries, 20)
+    assert sum(query.query_type == "B" for query in sample) == 5
+    assert stratified_sample(queries, 0) == queries

@@ -1,0 +1,24 @@
+"""The benchmarks: ``openfable bench-ingest``, ``bench-retrieval`` and ``bench-latency``.
+
+The layer above every surface: they use the corpus only through the public services and
+selectors (``documents.services``, ``documents.selectors``, ``retrieval.services``), exactly as
+a surface would, so what they measure is what a user gets.
+
+- ``datasets``: DragonBall-format JSONL files (documents and queries); pure, no Django.
+- ``metrics``: RAGEval's recall and EIR; pure.
+- ``baselines``: flat 128-token chunk baselines (BM25 through bm25s, dense through the configured
+  embedder) and the budget packing they share.
+- ``ingest``: indexing time of the pipeline against bare embedding of the same texts.
+- ``retrieval``: the recall / EIR harness (engine modes, baselines, ceiling and oracle).
+- ``latency``: ``vector`` mode latency on a synthetic corpus against a bare pgvector query.
+- ``report``: the markdown tables and the JSON file the three write.
+- ``cli``: the three subcommands of the ``openfable`` command line.
+"""
+
+from __future__ import annotations
+
+from openfable.errors import UserInputError
+
+
+class BenchInputError(UserInputError):
+    """Benchmark input the user can fix (a missing file, an unknown collection, a bad dataset line)."""

@@ -1,0 +1,172 @@
+"""`openfable bench-ingest`: index datasets with the structural builder and time it.
+
+Reads DragonBall-format JSONL (see ``datasets``) and indexes every document synchronously in
+this process, through the same services as any other runner (``document_create`` then
+``job_run_now``, exactly what the Celery task runs), into a throw-away collection, deleted
+afterwards unless kept. In the same run it embeds the same node texts with the same model, as the
+baseline the pipeline is compared with: overhead = pipeline time / bare embedding time. Each
+document's baseline is timed right after its pipeline (interleaved, so that load changing during a
+long run weighs on both sides alike). The baseline goes straight to the model, every text from
+scratch: it does not share the pipeline's memo (see ``documents.services.jobs.MemoEmbedder``), so
+vectors the pipeline reused from the builder are embedded again here.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from benchmarks.datasets import DatasetDocument, read_documents
+from documents.ingestion.pipeline import embedding_text
+from documents.models import Collection, Document
+from documents.selectors import document_nodes
+from documents.services.documents import collection_create, collection_delete, document_create
+from documents.services.jobs import job_run_now
+from openfable.embeddings import Embedder, get_embedder
+
+Log = Callable[[str], None]
+STAGES = ("build", "embed", "save")  # the job's own timings, summed over the documents
+
+
+@dataclass(frozen=True)
+class IndexedDocument:
+    """One dataset document after ``index_dataset_document``."""
+
+    document: Document
+    created: bool  # False: the same text was already in the collection (nothing was run)
+    error: Exception | None = None
+    timings: dict[str, float] | None = None  # the job's seconds per stage, when it ran
+
+
+def index_dataset_document(
+    *, collection: Collection, item: DatasetDocument, embedder: Embedder
+) -> IndexedDocument:
+    """Store one dataset document (its ``doc_id`` in the metadata) and index it in this process
+    with the structural builder; a failure is recorded on its job and returned, never raised."""
+    created = document_create(
+        collection=collection,
+        content=item.content,
+        title=item.title,
+        metadata={"doc_id": item.doc_id},
+        builder=Document.Builder.STRUCTURAL,
+        queue=False,
+    )
+    if not created.created:
+        return IndexedDocument(document=created.document, created=False)
+    run = job_run_now(document_id=created.document.pk, embedder=embedder)
+    if run is None:  # nothing to run: cannot happen for a document made just now
+        return IndexedDocument(document=created.document, created=True, error=LookupError("no job"))
+    timings = {stage: float(run.job.timings.get(stage, 0.0)) for stage in STAGES}
+    return IndexedDocument(document=created.document, created=True, error=run.error, timings=timings)
+
+
+@dataclass
+class IngestBenchRow:
+    dataset: str
+    documents: int
+    failed: int
+    nodes: int
+    pipeline_s: float
+    build_s: float
+    embed_s: float
+    save_s: float
+    baseline_embed_s: float
+    peak_rss_mb: float
+
+    @property
+    def docs_per_minute(self) -> float:
+        return 60 * self.documents / self.pipeline_s if self.pipeline_s else 0.0
+
+    @property
+    def nodes_per_second(self) -> float:
+        return self.nodes / self.pipeline_s if self.pipeline_s else 0.0
+
+    @property
+    def embed_share(self) -> float:
+        return self.embed_s / self.pipeline_s if self.pipeline_s else 0.0
+
+    @property
+    def overhead(self) -> float:
+        return self.pipeline_s / self.baseline_embed_s if self.baseline_embed_s else 0.0
+
+    def derived(self) -> dict[str, float]:
+        """The rates, rounded as the table and the JSON show them."""
+        return {
+            "docs_per_minute": round(self.docs_per_minute, 1),
+            "nodes_per_second": round(self.nodes_per_second, 1),
+            "embed_share": round(self.embed_share, 3),
+            "overhead": round(self.overhead, 3),
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), **self.derived()}
+
+
+def bench_ingest(path: Path, *, limit: int = 0, keep: bool = False, log: Log | None = None) -> IngestBenchRow:
+    say: Log = log or (lambda message: None)
+    items = read_documents(path, limit)
+    collection = collection_create(name=f"bench {path.stem} {uuid.uuid4().hex[:6]}")
+    embedder = get_embedder()
+    embedder.embed_passages(["warm up the model"])  # load time is not ingestion time
+    documents = failed = nodes = 0
+    stage_totals = dict.fromkeys(STAGES, 0.0)
+    pipeline_s = baseline_s = 0.0
+    try:
+        for item in items:
+            started = time.perf_counter()
+            indexed = index_dataset_document(collection=collection, item=item, embedder=embedder)
+            if not indexed.created:
+                say(f"skipped {item.doc_id}: the same text as a document already indexed")
+                continue
+            pipeline_s += time.perf_counter() - started
+            documents += 1
+            if indexed.error is not None:  # counted and shown, the run goes on
+                failed += 1
+                say(f"FAILED {item.doc_id}: {indexed.error}")
+            for stage, seconds in (indexed.timings or {}).items():
+                stage_totals[stage] += seconds
+            # The baseline right after its document: a change of machine load during a long run
+            # then weighs on both sides alike instead of on whichever ran later.
+            texts = _node_texts(indexed.document)
+            baseline_s += _time_embedding(embedder, texts)
+            nodes += len(texts)
+    finally:
+        if keep:
+            say(
+                f"kept collection {collection.slug} (reuse it with bench-retrieval --collection {collection.slug})"
+            )
+        else:
+            collection_delete(collection=collection)
+    return IngestBenchRow(
+        dataset=path.name,
+        documents=documents,
+        failed=failed,
+        nodes=nodes,
+        pipeline_s=round(pipeline_s, 2),
+        build_s=round(stage_totals["build"], 2),
+        embed_s=round(stage_totals["embed"], 2),
+        save_s=round(stage_totals["save"], 2),
+        baseline_embed_s=round(baseline_s, 2),
+        peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    )
+
+
+def _node_texts(document: Document) -> list[str]:
+    """The exact texts the pipeline embedded for this document, read back from its saved nodes."""
+    fields = document_nodes(document=document).values("kind", "toc_path", "summary", "content")
+    return [embedding_text(**node) for node in fields.iterator()]
+
+
+def _time_embedding(embedder: Embedder, texts: list[str]) -> float:
+    batch = settings.EMBEDDING_BATCH_SIZE * 4
+    started = time.perf_counter()
+    for start in range(0, len(texts), batch):
+        embedder.embed_passages(texts[start : start + batch])
+    return time.perf_counter() - started

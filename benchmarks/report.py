@@ -1,0 +1,202 @@
+"""What the benchmarks print and write: markdown tables on stdout, every number as JSON.
+
+One module for the three commands, so their tables share one shape (``markdown_table``), one
+way to show a share as a percentage and a budget as "1K", and one JSON writer. The numbers
+themselves come from ``ingest``, ``retrieval`` and ``latency``; nothing here measures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.ingest import IngestBenchRow
+from benchmarks.retrieval import REFERENCE_METHODS, TYPE_TABLE_BUDGETS
+
+
+def write_json(report: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(report, indent=2, default=str))
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def percent(value: float) -> str:
+    """A share (0.123) as the tables show it: "12.3"."""
+    return f"{100 * value:.1f}"
+
+
+def budget_label(budget: int) -> str:
+    return f"{budget // 1000}K" if budget % 1000 == 0 else str(budget)
+
+
+# -- bench-ingest --------------------------------------------------------------------------------
+
+INGEST_HEADER = (
+    "dataset", "docs", "failed", "nodes", "pipeline s", "docs/min", "nodes/s", "build s", "embed s",
+    "save s", "embed share", "bare embedding s", "pipeline / bare", "peak RSS MB",
+)  # fmt: skip
+
+
+def format_ingest(rows: Sequence[IngestBenchRow]) -> str:
+    lines = []
+    for row in rows:
+        derived = row.derived()
+        lines.append([
+            row.dataset, str(row.documents), str(row.failed), str(row.nodes), f"{row.pipeline_s:.1f}",
+            f"{derived['docs_per_minute']:.1f}", f"{derived['nodes_per_second']:.1f}", f"{row.build_s:.1f}",
+            f"{row.embed_s:.1f}", f"{row.save_s:.1f}", f"{derived['embed_share']:.0%}",
+            f"{row.baseline_embed_s:.1f}", f"{derived['overhead']:.2f}x", f"{row.peak_rss_mb:.0f}",
+        ])  # fmt: skip
+    return "\n".join(markdown_table(INGEST_HEADER, lines))
+
+
+# -- bench-retrieval -----------------------------------------------------------------------------
+
+
+def format_retrieval(report: dict[str, Any]) -> str:
+    budgets = [str(budget) for budget in report["budgets"]]
+    labels = [budget_label(budget) for budget in report["budgets"]]
+    results = report["results"]
+    methods = list(results)
+    lines = [
+        f"bench-retrieval: {report['documents']} documents, {report['queries']} queries with references "
+        f"({report['queries_without_references']} without references skipped); budgets in cl100k tokens.",
+        "",
+    ]
+    for key, title in (
+        ("recall", "Recall (%)"),
+        ("eir", "EIR (%)"),
+        ("doc_found", "Right document found (% of the query's gold documents with a chunk returned)"),
+    ):
+        lines += [f"### {title}", ""]
+        rows = [[method] + [percent(results[method][b][key]) for b in budgets] for method in methods]
+        lines += [*markdown_table(["method", *labels], rows), ""]
+    lines += ["### Tokens returned (mean)", ""]
+    rows = [[method] + [f"{results[method][b]['mean_tokens']:.0f}" for b in budgets] for method in methods]
+    lines += [*markdown_table(["method", *labels], rows), ""]
+
+    ranked = [m for m in methods if m not in REFERENCE_METHODS]
+    if ranked:
+        lines += [
+            "### Where references go (% of references): recalled / never exact anywhere / "
+            "document not returned / document returned, passage missed",
+            "",
+        ]
+        rows = []
+        for method in ranked:
+            for budget, label in zip(budgets, labels, strict=True):
+                outcome = results[method][budget]["reference_outcomes"]
+                cells = [
+                    percent(outcome[k])
+                    for k in ("recalled", "unmatchable", "wrong_document", "wrong_passage")
+                ]
+                routing = results[method][budget].get("routing")
+                whole = (
+                    f"{percent(routing.get('documents', 0) / max(1, sum(routing.values())))}"
+                    if routing
+                    else ""
+                )
+                rows.append([method, label, *cells, whole])
+        header = [
+            "method",
+            "budget",
+            "recalled",
+            "unmatchable",
+            "wrong document",
+            "wrong passage",
+            "whole-document routing %",
+        ]
+        lines += [*markdown_table(header, rows), ""]
+
+    type_budgets = [b for b in map(str, TYPE_TABLE_BUDGETS) if b in budgets] or budgets[
+        :: max(1, len(budgets) - 1)
+    ]
+    types = sorted({name for method in methods for name in results[method][budgets[0]]["recall_by_type"]})
+    if types:
+        lines += [
+            f"### Recall by query type (%) at {', '.join(budget_label(int(b)) for b in type_budgets)}",
+            "",
+        ]
+        counts = report.get("query_types", {})
+        header = ["query type", "n"] + [
+            f"{m} {budget_label(int(b))}" for b in type_budgets for m in methods if m != "ceiling"
+        ]
+        rows = []
+        for name in types:
+            row = [name, str(counts.get(name, ""))]
+            for b in type_budgets:
+                row += [
+                    percent(results[m][b]["recall_by_type"].get(name, 0.0)) for m in methods if m != "ceiling"
+                ]
+            rows.append(row)
+        lines += [*markdown_table(header, rows), ""]
+
+    latency = report.get("latency_ms") or {}
+    plain = {name: value for name, value in latency.items() if "p50" in value}
+    if plain:
+        lines += ["### Query latency (ms; engine: wall time of retrieve(), all budgets together)", ""]
+        rows = [[name, f"{v['p50']:.1f}", f"{v['p95']:.1f}", str(v["n"])] for name, v in plain.items()]
+        lines += [*markdown_table(["method", "p50", "p95", "calls"], rows), ""]
+    for name, by_stage in latency.items():
+        if "p50" in by_stage:
+            continue
+        lines += [f"### {name} (ms)", ""]
+        rows = [[stage, f"{v['p50']:.1f}", f"{v['p95']:.1f}"] for stage, v in by_stage.items()]
+        lines += [*markdown_table(["stage", "p50", "p95"], rows), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# -- bench-latency -------------------------------------------------------------------------------
+
+
+def format_latency(report: dict[str, Any]) -> str:
+    corpus = report.get("corpus", {})
+    load = report.get("load", {})
+    lines = [
+        f"bench-latency: {corpus.get('collection_nodes', '?')} synthetic nodes in "
+        f"{corpus.get('collection_documents', '?')} documents "
+        f"({corpus.get('table_nodes', '?')} nodes in the table), "
+        f"{report['queries']} queries, budget {report['budget']}, top-K {report['top_k']}.",
+        "",
+    ]
+    server, wall = report["vector_server"], report["vector_wall"]
+    bare, default = report["bare_topk"], report["bare_topk_default_ef"]
+    target = "met" if report["meets_target"] else "NOT met"
+    rows = [
+        [
+            "vector mode, server-side (timings_ms.total)", f"{server['p50']:.1f}", f"{server['p95']:.1f}",
+            f"strategy {', '.join(report['vector_strategy'])}; "
+            f"target p50 <= {report['target_p50_ms']:.0f} ms: {target}",
+        ],
+        [
+            "vector mode, wall time of retrieve()", f"{wall['p50']:.1f}", f"{wall['p95']:.1f}",
+            f"query text: {report['query_words']} words of a random leaf (lexical path)",
+        ],
+        [
+            f"bare pgvector top-K, ef_search {bare['ef_search']}", f"{bare['p50']:.1f}", f"{bare['p95']:.1f}",
+            f"vector / bare p50 = {report['ratio_p50']}x; uses HNSW: {report['bare_uses_hnsw']}; "
+            f"recall@K vs exact: {report['hnsw_recall_at_k']}",
+        ],
+        [
+            f"bare pgvector top-K, ef_search {default['ef_search']}", f"{default['p50']:.1f}",
+            f"{default['p95']:.1f}", "pgvector default beam",
+        ],
+    ]  # fmt: skip
+    lines += [*markdown_table(["measure", "p50 ms", "p95 ms", "note"], rows), ""]
+    stages = [[stage, f"{v['p50']:.1f}", f"{v['p95']:.1f}"] for stage, v in report["vector_stages"].items()]
+    lines += markdown_table(["vector stage", "p50 ms", "p95 ms"], stages)
+    if load and not load.get("reused"):
+        parts = ", ".join(f"{key} {value}" for key, value in load.items())
+        lines += ["", f"Load: {parts}."]
+    if report.get("collection"):
+        lines += [
+            "",
+            f"Kept collection: {report['collection']} (reuse it with --collection {report['collection']})",
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,73 @@
+"""bench-ingest: indexing through the public services, failures counted, the table and the cleanup."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+
+from benchmarks.datasets import DatasetDocument
+from benchmarks.ingest import index_dataset_document
+from documents.models import Collection, IngestionJob
+from documents.services.documents import collection_create
+from tests.cli import run_openfable
+
+pytestmark = pytest.mark.django_db
+
+
+class WrongSizeEmbedder:
+    """Vectors of 3 numbers: refused before any write, so the job fails without the model."""
+
+    model_name, dimensions = "wrong-size", 3
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return np.ones((len(texts), 3), dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.ones(3, dtype=np.float32)
+
+
+def test_a_failed_document_is_returned_not_raised_and_a_repeat_is_not_run_again() -> None:
+    collection = collection_create(name="bench ingest unit")
+    item = DatasetDocument(doc_id="d-1", title="Acme", content="Acme Mining was founded in 1998 in Perth.")
+    indexed = index_dataset_document(collection=collection, item=item, embedder=WrongSizeEmbedder())
+    assert indexed.created and indexed.error is not None and "3-dimensional" in str(indexed.error)
+    assert indexed.document.metadata == {"doc_id": "d-1"} and indexed.document.title == "Acme"
+    (job,) = IngestionJob.objects.filter(document=indexed.document)
+    assert job.status == IngestionJob.Status.FAILED and job.error
+
+    again = index_dataset_document(collection=collection, item=item, embedder=WrongSizeEmbedder())
+    assert not again.created and again.document.pk == indexed.document.pk and again.error is None
+    assert IngestionJob.objects.filter(document=indexed.document).count() == 1, "nothing was run again"
+
+
+def test_bench_ingest_refuses_a_missing_file_or_a_negative_limit(tmp_path: Path) -> None:
+    code, result = run_openfable("bench-ingest", "--docs", str(tmp_path / "missing.jsonl"))
+    assert code == 1 and result["error"] == f"--docs {tmp_path / 'missing.jsonl'}: no such file"
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"doc_id": 1, "content": "text"}) + "\n")
+    code, result = run_openfable("bench-ingest", "--docs", str(docs), "--limit", "-1")
+    assert code == 1 and "--limit" in result["error"]
+    assert not Collection.objects.exists()
+
+
+@pytest.mark.slow
+def test_bench_ingest_prints_a_table_and_cleans_up(shared_dir: Path, tmp_path: Path) -> None:
+    out = io.StringIO()
+    json_path = tmp_path / "bench.json"
+    call_command(
+        "openfable", "bench-ingest", "--docs", str(shared_dir / "datasets/dragonball/docs_en.jsonl"),
+        "--limit", "2", "--json", str(json_path), stdout=out,
+    )  # fmt: skip
+    table = out.getvalue()
+    assert "| dataset | docs | failed | nodes |" in table and "| docs_en.jsonl | 2 | 0 |" in table
+    row = json.loads(json_path.read_text())["rows"][0]
+    assert row["documents"] == 2 and row["failed"] == 0 and row["nodes"] > 2
+    assert row["baseline_embed_s"] > 0 and row["overhead"] > 0
+    assert row["embed_s"] > 0 and row["build_s"] > 0, "the jobs' own stage timings are summed"
+    assert not Collection.objects.exists(), "the throw-away collection is deleted"

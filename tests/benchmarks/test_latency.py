@@ -1,0 +1,117 @@
+"""bench-latency on a small synthetic corpus: the tree shape, the rows it writes through the tree
+service, real timed queries, and the cleanup."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection
+
+from benchmarks import BenchInputError
+from benchmarks.latency import HNSW_INDEX, bench_latency, synthetic_rows, tree_template
+from benchmarks.report import format_latency
+from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION
+from documents.models import Collection, Document, DocumentTerm, IngestionJob, Node
+from retrieval.result import RetrievalInputError
+from retrieval.services import retrieve
+from tests.cli import run_openfable
+
+
+def test_tree_template_keeps_every_leaf_under_sections_and_subsections() -> None:
+    template = tree_template(100)
+    assert len(template) == 100 and template[0].kind == ROOT and template[0].parent is None
+    kinds = [node.kind for node in template]
+    assert kinds.count(SECTION) == 4 and kinds.count(SUBSECTION) == 12 and kinds.count(LEAF) == 83
+    leaves = [node for node in template if node.kind == LEAF]
+    assert [node.leaf for node in leaves] == list(range(83)), "leaves in document order"
+    assert all(template[node.parent].kind == SUBSECTION for node in leaves if node.parent is not None)
+    with pytest.raises(BenchInputError, match="too few"):
+        tree_template(2)
+
+
+def test_synthetic_rows_are_exact_spans_with_paths_and_token_sums() -> None:
+    template = tree_template(12)
+    leaf_texts = [f"leaf number {n} words." for n in range(sum(node.kind == LEAF for node in template))]
+    content = "\n\n".join(leaf_texts)
+    rows = synthetic_rows(template, title="Doc", leaf_texts=leaf_texts, leaf_tokens=[2] * len(leaf_texts))
+    assert [row.order for row in rows] == list(range(len(template)))
+    root = rows[0]
+    assert (root.toc_path, root.start_char, root.end_char) == ("Doc", 0, len(content))
+    assert root.token_count == 2 * len(leaf_texts)
+    for row in rows:
+        if row.kind == LEAF:
+            assert row.content == content[row.start_char : row.end_char] and row.title == ""
+            assert row.parent_order is not None and row.toc_path == rows[row.parent_order].toc_path
+            assert row.embed_text == row.content
+        else:
+            assert row.content == "" and row.title and row.summary
+            assert row.toc_path.endswith(row.title) and row.embed_text.startswith(row.toc_path)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)  # the timed queries run as the server sees them: committed
+def test_bench_latency_times_vector_mode_and_the_bare_index_then_deletes_its_corpus() -> None:
+    # Large enough that the planner prefers the HNSW index to a sequential scan even when earlier
+    # tests left dead rows behind (a few hundred nodes is not, and the plan check is asserted).
+    report = bench_latency(nodes=2000, nodes_per_document=40, queries=8, budget=500)
+    assert report["corpus"] == {"collection_nodes": 2000, "collection_documents": 50, "table_nodes": 2000}
+    assert report["load"]["documents"] == 50 and report["load"]["write_s"] > 0
+    assert report["queries"] == 8 and report["query_words"] >= 1
+    for measure in ("vector_server", "vector_wall", "bare_topk", "bare_topk_default_ef"):
+        assert 0 < report[measure]["p50"] <= report[measure]["p95"]
+    assert {"vector", "lexical", "total"} <= set(report["vector_stages"])
+    assert sum(report["vector_strategy"].values()) == 8
+    assert report["bare_uses_hnsw"] is True, "the bare top-K must be an index scan, or it measures nothing"
+    assert report["hnsw_recall_at_k"] >= 0.9, "at this size the index finds nearly the exact top-K"
+    table = format_latency(report)
+    assert "| vector mode, server-side (timings_ms.total) |" in table and "bare pgvector top-K" in table
+    assert report["collection"] is None
+    for model in (Collection, Document, Node, DocumentTerm, IngestionJob):
+        assert not model.objects.exists(), f"{model.__name__} rows left behind"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_kept_corpus_is_indexed_and_reused_and_the_index_survives_a_rebuild() -> None:
+    report = bench_latency(
+        nodes=160, nodes_per_document=40, queries=3, budget=500, keep=True, rebuild_index=True
+    )
+    slug = report["collection"]
+    assert slug and "index_build_s" in report["load"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [HNSW_INDEX])
+        (definition,) = cursor.fetchone() or ("",)
+    assert "USING hnsw" in definition, "the dropped index is built again"
+    documents = Document.objects.filter(collection__slug=slug)
+    assert documents.count() == 4
+    assert set(documents.values_list("status", "embedding_model")) == {(Document.Status.INDEXED, "synthetic")}
+    assert set(IngestionJob.objects.values_list("status", "node_count")) == {
+        (IngestionJob.Status.SUCCEEDED, 40)
+    }
+    assert DocumentTerm.objects.filter(document__in=documents).exists(), "the lexical index is written too"
+
+    out = io.StringIO()
+    call_command("openfable", "bench-latency", "--collection", slug, "--queries", "2", stdout=out)
+    table = out.getvalue()
+    assert "bench-latency: 160 synthetic nodes in 4 documents" in table
+    assert f"Kept collection: {slug}" in table and "Load:" not in table, "nothing was loaded again"
+    assert Collection.objects.filter(slug=slug).exists(), "a reused collection is never deleted"
+
+
+@pytest.mark.django_db
+def test_bench_latency_refuses_bad_input() -> None:
+    code, result = run_openfable("bench-latency", "--nodes", "5")
+    assert code == 1 and "--nodes must be at least 10" in result["error"]
+    code, result = run_openfable("bench-latency", "--queries", "0")
+    assert code == 1 and "--queries must be at least 1" in result["error"]
+    code, result = run_openfable("bench-latency", "--collection", "nope")
+    assert code == 1 and result["error"] == "--collection nope: no such collection"
+
+
+@pytest.mark.django_db
+def test_a_query_embedding_of_the_wrong_shape_is_refused() -> None:
+    with pytest.raises(RetrievalInputError, match=f"must be {settings.EMBEDDING_DIMENSIONS} finite numbers"):
+        retrieve(query="anything", token_budget=500, query_embedding=np.zeros(3))

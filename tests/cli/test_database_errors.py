@@ -1,0 +1,71 @@
+"""Every command on a database that is unmigrated or unreachable prints one sentence saying what to
+do, as {"error": ...} with exit status 1: never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from django.db import connection
+
+from tests.conftest import REPO_ROOT
+
+
+def _openfable(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OPENFABLE_")}
+    env |= {"OPENFABLE_DATABASE_URL": database_url, "OPENFABLE_SECRET_KEY": "test-only-secret"}
+    return subprocess.run(
+        [sys.executable, "manage.py", "openfable", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def empty_database() -> Iterator[str]:
+    """A database that exists on the test server but was never migrated."""
+    settings_dict = connection.settings_dict
+    name = f"openfable_empty_{uuid.uuid4().hex[:8]}"
+    admin_url = f"postgresql://{settings_dict['USER']}@/postgres?host={settings_dict['HOST']}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql://{settings_dict['USER']}@/{name}?host={settings_dict['HOST']}"
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "command", [["query", "what is a volcano"], ["bench-latency", "--nodes", "100"], ["reembed"]]
+)
+def test_an_unmigrated_database_is_named_with_the_fix(empty_database: str, command: list[str]) -> None:
+    result = _openfable(empty_database, *command)
+    assert result.returncode == 1, result.stderr
+    answer = json.loads(result.stdout)
+    assert (
+        "not set up" in answer["error"]
+        and "manage.py migrate" in answer["error"]
+        and "make run" in answer["error"]
+    )
+    assert answer["code"] == "not_migrated"
+    assert "Traceback" not in result.stderr
+
+
+def test_an_unreachable_database_is_named_with_the_fix() -> None:
+    # Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
+    result = _openfable("postgresql://nobody@127.0.0.1:9/openfable", "query", "anything")
+    assert result.returncode == 1, result.stderr
+    answer = json.loads(result.stdout)
+    assert "Cannot reach the database" in answer["error"] and "OPENFABLE_DATABASE_URL" in answer["error"]
+    assert "Traceback" not in result.stderr

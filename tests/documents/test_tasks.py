@@ -1,0 +1,81 @@
+"""The Celery tasks are thin retry shells: transient failures retry with backoff, then the job fails
+visibly with a retry offered; a document deleted mid-run is a quiet no-op."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from documents import tasks
+from documents.models import Document, IngestionJob, Node
+from documents.services import jobs
+from documents.services.documents import document_create
+from openfable.embeddings import EmbeddingError, get_embedder
+from tests.factories import CollectionFactory
+
+pytestmark = pytest.mark.django_db
+
+TEXT = "Tide tables\n\nHigh tide comes twice a day.\n\nThe moon pulls the water.\n"
+
+
+class _Embedder:
+    """The real local model, with a hook that runs before each batch."""
+
+    def __init__(self, before_batch: object) -> None:
+        self.real = get_embedder()
+        self.model_name, self.dimensions = self.real.model_name, self.real.dimensions
+        self.before_batch = before_batch
+        self.calls = 0
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        self.before_batch()  # type: ignore[operator]
+        return self.real.embed_passages(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.real.embed_query(text)
+
+
+def test_transient_failures_retry_then_fail_the_job_visibly(
+    monkeypatch: pytest.MonkeyPatch, eager_tasks: None
+) -> None:
+    def unavailable() -> None:
+        raise EmbeddingError("The embedding service at http://127.0.0.1:9 is not answering.")
+
+    broken = _Embedder(unavailable)
+    monkeypatch.setattr(jobs, "get_embedder", lambda: broken)
+    document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
+
+    tasks.ingest_document.apply(args=[document.pk])
+
+    job = IngestionJob.objects.get(document=document)
+    assert broken.calls == tasks.MAX_RETRIES + 1, "the first try and three retries"
+    assert job.status == IngestionJob.Status.FAILED
+    assert job.error.startswith(f"Gave up after {tasks.MAX_RETRIES} retries") and "not answering" in job.error
+    document.refresh_from_db()
+    assert document.status == Document.Status.FAILED
+
+
+def test_retry_options_are_celerys_own() -> None:
+    task = tasks.ingest_document
+    assert task.autoretry_for == tasks.TRANSIENT_ERRORS
+    assert task.retry_backoff and task.retry_jitter and task.max_retries == tasks.MAX_RETRIES
+
+
+def test_a_document_deleted_while_it_is_indexed_is_a_quiet_no_op(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
+
+    def delete_it() -> None:
+        Document.objects.filter(pk=document.pk).delete()
+
+    monkeypatch.setattr(jobs, "get_embedder", lambda: _Embedder(delete_it))
+    with caplog.at_level(logging.INFO):
+        tasks.ingest_document.apply(args=[document.pk])
+    assert not Document.objects.exists() and not Node.objects.exists() and not IngestionJob.objects.exists()
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
+    assert any("deleted while it was being indexed" in record.getMessage() for record in caplog.records)

@@ -1,0 +1,85 @@
+"""The corpus pages need a signed-in user and show only the collections they own or belong to."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from documents import selectors
+from openfable.errors import NotFoundError
+from tests.factories import CollectionFactory, DocumentFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _client_for(user: object) -> Client:
+    client = Client()
+    client.force_login(user)  # type: ignore[arg-type]
+    return client
+
+
+@pytest.mark.parametrize("page", ["home", "detail"])
+def test_pages_send_an_anonymous_visitor_to_the_sign_in_page(client: Client, page: str) -> None:
+    document = DocumentFactory.create(title="Secret plans")
+    url = reverse("documents:home") if page == "home" else reverse("documents:detail", args=[document.pk])
+    response = client.get(url)
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+    assert "Secret plans" not in client.get(reverse("login")).content.decode()
+
+
+def test_the_sign_in_page_signs_in(client: Client) -> None:
+    user = get_user_model().objects.create_user(username="ada", password="correct horse battery")
+    page = client.get(reverse("login"))
+    assert page.status_code == 200 and 'name="password"' in page.content.decode()
+    response = client.post(reverse("login"), {"username": "ada", "password": "correct horse battery"})
+    assert response.status_code == 302 and response["Location"] == reverse("documents:home")
+    wrong = client.post(reverse("login"), {"username": user.username, "password": "nope"})
+    assert wrong.status_code == 200 and "error-message" in wrong.content.decode()
+
+
+def test_a_user_sees_only_their_own_and_shared_collections() -> None:
+    owner, member, stranger = UserFactory.create(), UserFactory.create(), UserFactory.create()
+    mine = CollectionFactory.create(name="Mine", owner=owner)
+    mine.members.add(member)  # type: ignore[arg-type]
+    DocumentFactory.create(collection=mine, title="Our report")
+    other = CollectionFactory.create(name="Theirs", owner=stranger)
+    theirs = DocumentFactory.create(collection=other, title="Their report")
+    CollectionFactory.create(name="Nobody's")  # no owner: staff and the command line only
+
+    for user in (owner, member):
+        body = _client_for(user).get(reverse("documents:home")).content.decode()
+        assert "Our report" in body and "Mine" in body
+        assert "Their report" not in body and "Theirs" not in body and "Nobody" not in body
+        assert _client_for(user).get(reverse("documents:detail", args=[theirs.pk])).status_code == 404
+    assert [c.name for c in selectors.collection_list(user=member)] == ["Mine"]
+
+
+def test_someone_elses_document_reads_as_absent_not_forbidden() -> None:
+    stranger = UserFactory.create()
+    document = DocumentFactory.create(collection=CollectionFactory.create(owner=UserFactory.create()))
+    response = _client_for(stranger).get(reverse("documents:detail", args=[document.pk]))
+    assert response.status_code == 404
+    assert "There is no document" in response.content.decode()
+    with pytest.raises(NotFoundError):
+        selectors.document_get(user=stranger, pk=document.pk)
+    assert selectors.document_get(user=None, pk=document.pk) == document  # a trusted caller
+
+
+def test_a_superuser_sees_every_collection() -> None:
+    admin = get_user_model().objects.create_superuser(username="root", password="pw-long-enough")
+    DocumentFactory.create(collection=CollectionFactory.create(owner=UserFactory.create()), title="Anyone's")
+    assert "Anyone&#x27;s" in _client_for(admin).get(reverse("documents:home")).content.decode()
+
+
+def test_json_callers_get_the_one_error_shape() -> None:
+    stranger = UserFactory.create()
+    response = _client_for(stranger).get(
+        reverse("documents:detail", args=[999999]), HTTP_ACCEPT="application/json"
+    )
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert (
+        error["code"] == "not_found" and "There is no document" in error["message"] and error["details"] == {}
+    )
