@@ -30,6 +30,7 @@ from documents.services.documents import (
     job_retry,
 )
 from documents.services.trees import node_texts_clean, node_update
+from openfable.admin_services import SavedByServiceMixin
 from openfable.errors import UserInputError
 
 
@@ -79,7 +80,7 @@ class CollectionForm(forms.ModelForm):
 
 
 @admin.register(Collection)
-class CollectionAdmin(admin.ModelAdmin):
+class CollectionAdmin(SavedByServiceMixin, admin.ModelAdmin):
     form = CollectionForm
     list_display = ["name", "slug", "owner", "created"]
     search_fields = ["name", "slug"]
@@ -90,7 +91,7 @@ class CollectionAdmin(admin.ModelAdmin):
         # The slug names the collection in URLs, filters and scripts: fixed once made.
         return ["slug"] if obj is not None else []
 
-    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Collection:
+    def save_through_service(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Collection:
         data = form.cleaned_data
         if not change:
             collection = collection_create(
@@ -101,12 +102,6 @@ class CollectionAdmin(admin.ModelAdmin):
             collection.owner = data.get("owner")
             collection.save(update_fields=["owner"])
         return collection_update(collection=collection, name=data["name"], members=data.get("members"))
-
-    def save_model(self, request: HttpRequest, obj: Collection, form: Any, change: bool) -> None:
-        pass  # saved by save_form through the services
-
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        pass  # members were set by collection_update
 
     def delete_model(self, request: HttpRequest, obj: Collection) -> None:
         collection_delete(collection=obj)
@@ -216,7 +211,7 @@ class NodeInline(admin.TabularInline):
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(SavedByServiceMixin, admin.ModelAdmin):
     list_display = ["title", "collection", "status", "builder", "token_count", "updated"]
     list_filter = ["status", "collection", "builder", _TagFilter]
     search_fields = ["title", "source_filename", "content_hash"]
@@ -273,7 +268,7 @@ class DocumentAdmin(admin.ModelAdmin):
         text = Document.objects.values_list("content", flat=True).get(pk=document.pk)
         return Truncator(text).chars(2000)
 
-    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Document:
+    def save_through_service(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Document:
         data = form.cleaned_data
         if not change:
             cleaned = data["cleaned"]
@@ -298,15 +293,6 @@ class DocumentAdmin(admin.ModelAdmin):
             tags=data.get("tags_text", ""),
             metadata=data["metadata"],
         )
-
-    def save_model(self, request: HttpRequest, obj: Document, form: Any, change: bool) -> None:
-        pass  # saved by save_form through the services
-
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        # The inlines are read-only: saving them writes nothing, but the admin's change message
-        # reads what they saved. The form's own fields were saved by save_form.
-        for formset in formsets:
-            self.save_formset(request, form, formset, change=change)
 
     def delete_model(self, request: HttpRequest, obj: Document) -> None:
         document_delete(document=obj)
@@ -354,7 +340,7 @@ class NodeForm(forms.ModelForm):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(SavedByServiceMixin, admin.ModelAdmin):
     form = NodeForm
     list_display = [
         "__str__",
@@ -396,19 +382,13 @@ class NodeAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Node:
+    def save_through_service(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Node:
         result = node_update(
             node=form.instance, title=form.cleaned_data["title"], summary=form.cleaned_data["summary"]
         )
         if result.reembedding:
             self.message_user(request, f"Re-embedding {len(result.reembedding)} node(s) in the background.")
         return result.node
-
-    def save_model(self, request: HttpRequest, obj: Node, form: Any, change: bool) -> None:
-        pass  # saved by save_form through node_update
-
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        pass  # a node has no related rows to edit here
 
     @admin.display(description="text")
     def text_preview(self, node: Node) -> str:

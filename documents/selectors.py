@@ -53,6 +53,29 @@ def collection_get(*, user: Any, collection: Collection | str | int) -> Collecti
     return found
 
 
+def collection_may_manage(*, user: Any, collection: Collection) -> bool:
+    """Whether ``user`` may rename, share or delete ``collection``: its owner (or a superuser)."""
+    return _sees_everything(user) or (
+        collection.owner_id is not None and collection.owner_id == getattr(user, "pk", None)
+    )
+
+
+def users_named(usernames: Any) -> list[Any]:
+    """The users with these usernames, in the order given; ``UserInputError`` names any unknown one."""
+    from django.contrib.auth import get_user_model
+
+    from openfable.errors import UserInputError
+
+    wanted = [str(name).strip() for name in usernames or [] if str(name).strip()]
+    found = {user.get_username(): user for user in get_user_model().objects.filter(username__in=wanted)}
+    unknown = [name for name in wanted if name not in found]
+    if unknown:
+        raise UserInputError(
+            f"No user named {', '.join(repr(name) for name in unknown)}.", code="unknown_user"
+        )
+    return [found[name] for name in dict.fromkeys(wanted)]
+
+
 def documents_visible(*, user: Any) -> QuerySet[Document]:
     if _sees_everything(user):
         return Document.objects.all()
@@ -66,6 +89,8 @@ def document_list(
     status: str | None = None,
     tag: str | None = None,
     search: str | None = None,
+    created_after: Any = None,
+    created_before: Any = None,
 ) -> QuerySet[Document]:
     """Visible documents, newest first, without their text; filters are optional."""
     documents = documents_visible(user=user).select_related("collection").defer("content")
@@ -77,14 +102,22 @@ def document_list(
         documents = documents.filter(tags__contains=[tag])
     if search:
         documents = documents.filter(Q(title__icontains=search) | Q(source_filename__icontains=search))
-    return documents
+    if created_after is not None:
+        documents = documents.filter(created__gte=created_after)
+    if created_before is not None:
+        documents = documents.filter(created__lt=created_before)
+    return documents.annotate(node_count=Count("nodes"))
 
 
 def document_get(*, user: Any, pk: object) -> Document:
     """A visible document with its collection; ``NotFoundError`` when it does not exist or is not visible."""
     number = as_id(pk)
     document = (
-        documents_visible(user=user).select_related("collection").filter(pk=number).first()
+        documents_visible(user=user)
+        .select_related("collection")
+        .annotate(node_count=Count("nodes"))
+        .filter(pk=number)
+        .first()
         if number is not None
         else None
     )
@@ -95,6 +128,38 @@ def document_get(*, user: Any, pk: object) -> Document:
 
 def document_nodes(*, document: Document) -> QuerySet[Node]:
     return Node.objects.filter(document=document).defer("embedding").order_by("order")
+
+
+def document_tree(*, document: Document, flat: bool = False) -> list[dict[str, Any]]:
+    """The document's nodes as plain data in document order: a flat list with parent ids, or
+    the root with nested ``children`` (one query either way)."""
+    rows: list[dict[str, Any]] = [
+        dict(row)
+        for row in Node.objects.filter(document=document)
+        .order_by("order")
+        .values(
+            "id",
+            "parent",
+            "kind",
+            "depth",
+            "title",
+            "summary",
+            "toc_path",
+            "start_char",
+            "end_char",
+            "token_count",
+            "edited",
+        )
+    ]
+    if flat:
+        return rows
+    by_id = {row["id"]: row for row in rows}
+    roots: list[dict[str, Any]] = []
+    children: dict[int, list[dict[str, Any]]] = {row["id"]: [] for row in rows}
+    for row in rows:
+        row["children"] = children[row["id"]]
+        (children[row["parent"]] if row["parent"] in by_id else roots).append(row)
+    return roots
 
 
 def node_get(*, user: Any, pk: object) -> Node:

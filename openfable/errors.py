@@ -55,3 +55,10 @@ class ServiceUnavailableError(UserInputError):
 
     status = 503
     code = "unavailable"
+
+
+class PermissionDeniedError(UserInputError):
+    """The user may see this thing but not do this to it (e.g. a member deleting the owner's collection)."""
+
+    status = 403
+    code = "forbidden"

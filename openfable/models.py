@@ -1,7 +1,8 @@
-"""Tables of the project layer: the LLM response cache."""
+"""Tables of the project layer: the LLM response cache and the API tokens."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -26,3 +27,29 @@ class LLMCacheEntry(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class ApiToken(models.Model):
+    """A person's named key for the REST API and the MCP server (``Authorization: Bearer <key>``).
+
+    Only a hash is stored: the key is shown once, when it is made (``openfable.api_tokens``).
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, help_text="the key's first characters, to tell keys apart")
+    key_hash = models.CharField(max_length=64, unique=True, help_text="sha256 of the key")
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked is None

@@ -54,11 +54,13 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "openfable",
     "documents",
     "retrieval",
     "cli",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -196,14 +198,36 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_DOCUMENT_BYTES + 1_000_000
 FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_DOCUMENT_BYTES + 1_000_000
 
+# --- REST API ---------------------------------------------------------------------------
+API_WAIT_SECONDS = env.number("API_WAIT_SECONDS", 120.0, minimum=1.0)  # ?wait=true waits this long at most
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 50,
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"user": env.string("API_THROTTLE_RATE", "1200/minute")},
     "EXCEPTION_HANDLER": "openfable.http.drf_exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
-SPECTACULAR_SETTINGS = {"TITLE": "OpenFable API", "VERSION": "0.1.0"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "OpenFable API",
+    "DESCRIPTION": "Budgeted evidence retrieval over semantic document trees (FABLE).",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "DocumentStatusEnum": "documents.models.Document.Status",
+        "JobStatusEnum": "documents.models.IngestionJob.Status",
+        "DocumentBuilderEnum": "documents.models.Document.Builder",
+        "RequestedBuilderEnum": [("", "default"), ("llm", "llm"), ("structural", "structural")],
+    },
+}
 
 LOGGING = {
     "version": 1,

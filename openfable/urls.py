@@ -6,5 +6,7 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("v1/api/", include("api.urls")),
+    path("", include("api.docs_urls")),
     path("", include("documents.urls")),
 ]

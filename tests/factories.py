@@ -6,11 +6,12 @@ import hashlib
 
 import factory
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 
 from documents.models import Collection, Document, IngestionJob, Node
 
 
-class UserFactory(factory.django.DjangoModelFactory[object]):
+class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
         model = get_user_model()
         django_get_or_create = ("username",)

@@ -82,10 +82,20 @@ def collection_slug_clean(*, name: str, slug: str = "") -> str:
     return slug
 
 
-def collection_default() -> Collection:
-    """The collection documents go to when a trusted caller (the command line) names none."""
+def collection_default(*, user: Any = None) -> Collection:
+    """Where documents go when the caller names no collection, made on first use.
+
+    A trusted caller (the command line: ``user=None``) and superusers share "default"; any
+    other user gets a default collection of their own, so their documents stay theirs.
+    """
+    if user is None or getattr(user, "is_superuser", False):
+        collection, _ = Collection.objects.get_or_create(
+            slug=DEFAULT_COLLECTION_SLUG, defaults={"name": "Default"}
+        )
+        return collection
     collection, _ = Collection.objects.get_or_create(
-        slug=DEFAULT_COLLECTION_SLUG, defaults={"name": "Default"}
+        slug=f"{DEFAULT_COLLECTION_SLUG}-{user.pk}",
+        defaults={"name": f"{user.get_username()}'s documents", "owner": user},
     )
     return collection
 
@@ -99,7 +109,7 @@ def collection_resolve(value: Collection | str | int | None, *, user: Any = None
     if isinstance(value, Collection):
         return value
     if value is None or (isinstance(value, str) and not value.strip()):
-        return collection_default()
+        return collection_default(user=user)
     return collection_get(user=user, collection=value)
 
 
@@ -154,6 +164,7 @@ def document_create(
     builder: str = "",
     reindex: bool = False,
     queue: bool = True,
+    user: Any = None,
 ) -> DocumentCreateResult:
     """Store a document (status queued) and queue its ingestion after the commit.
 
@@ -161,7 +172,8 @@ def document_create(
     in the same collection returns the existing document without queueing anything, unless
     ``reindex`` is asked for. ``builder`` is "llm", "structural", "agent" or "" (the default:
     llm when an LLM is configured, else structural). ``queue=False`` leaves the job for the
-    caller to run (``documents.services.jobs.job_run_now``).
+    caller to run (``documents.services.jobs.job_run_now``). ``user``: the person adding it,
+    who must be able to see the collection (None: a trusted caller).
     """
     cleaned = document_input_clean(
         content=content,
@@ -173,7 +185,7 @@ def document_create(
     )
     # Resolved after the input is checked and inside the transaction: a refused document
     # leaves no default collection behind.
-    target = collection_resolve(collection)
+    target = collection_resolve(collection, user=user)
     content_hash = hashlib.sha256(cleaned.text.encode("utf-8")).hexdigest()
     existing = (
         Document.objects.select_for_update().filter(collection=target, content_hash=content_hash).first()

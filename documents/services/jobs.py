@@ -217,6 +217,18 @@ def job_fail(*, job: IngestionJob, error: str) -> None:
         Document.objects.filter(pk=job.document_id).update(status=Document.Status.FAILED)
 
 
+def job_wait(*, job: IngestionJob, timeout: float, poll_seconds: float = 0.25) -> IngestionJob:
+    """The job once it has finished, or as it is after ``timeout`` seconds (a worker runs it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        job.refresh_from_db()
+        if job.status in (IngestionJob.Status.SUCCEEDED, IngestionJob.Status.FAILED):
+            return job
+        if time.monotonic() >= deadline:
+            return job
+        time.sleep(poll_seconds)
+
+
 def job_fail_unfinished(*, document_id: int, error: str) -> None:
     """Mark the document's unfinished jobs failed (a runner gave up on them); a retry stays available."""
     for job in IngestionJob.objects.filter(

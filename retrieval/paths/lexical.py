@@ -101,8 +101,8 @@ def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None)
     its leaves, kept by ``documents.services.document_terms_refresh``): the scope's size and mean
     length, and the frequencies of the query's terms, read through the (term, document) index.
     """
-    if not terms:
-        return LexicalScores({}, 0)
+    if not terms or (document_ids is not None and not document_ids):
+        return LexicalScores({}, 0)  # an empty scope (a user who sees no collection) finds nothing
     indexed = Document.objects.filter(nodes__kind=Node.Kind.ROOT)
     if document_ids is not None:
         indexed = indexed.filter(pk__in=document_ids)

@@ -42,7 +42,7 @@ def test_the_sign_in_page_signs_in(client: Client) -> None:
 def test_a_user_sees_only_their_own_and_shared_collections() -> None:
     owner, member, stranger = UserFactory.create(), UserFactory.create(), UserFactory.create()
     mine = CollectionFactory.create(name="Mine", owner=owner)
-    mine.members.add(member)  # type: ignore[arg-type]
+    mine.members.add(member)
     DocumentFactory.create(collection=mine, title="Our report")
     other = CollectionFactory.create(name="Theirs", owner=stranger)
     theirs = DocumentFactory.create(collection=other, title="Their report")

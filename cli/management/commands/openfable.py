@@ -23,7 +23,7 @@ from openfable.errors import ServiceUnavailableError, UserInputError
 # Modules exposing `register(subparsers)`; each parser sets `handler=callable(options)` that
 # returns a dict (printed as one JSON object) or the text of a table. Named, not imported, so
 # the benchmarks (the layer above every surface) can plug their commands in from above.
-SUBCOMMAND_MODULES = ["cli.documents", "cli.retrieval", "benchmarks.cli"]
+SUBCOMMAND_MODULES = ["cli.documents", "cli.corpus", "cli.retrieval", "benchmarks.cli"]
 
 
 class Command(BaseCommand):
@@ -41,7 +41,10 @@ class Command(BaseCommand):
             database_ready()
             result = handler(options)
         except UserInputError as error:
-            self.stdout.write(json.dumps({"error": str(error), "code": error.code}, ensure_ascii=False))
+            answer: dict[str, Any] = {"error": str(error), "code": error.code}
+            if error.details:
+                answer["details"] = error.details
+            self.stdout.write(json.dumps(answer, ensure_ascii=False, default=str))
             sys.exit(1)
         if isinstance(result, str):
             self.stdout.write(result)

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+
+from api.views import accounts, collections, documents, nodes, queries
+
+app_name = "api"
+
+urlpatterns = [
+    path("documents", documents.DocumentListView.as_view(), name="documents"),
+    path("documents/<int:pk>", documents.DocumentDetailView.as_view(), name="document"),
+    path("documents/<int:pk>/reindex", documents.DocumentReindexView.as_view(), name="document-reindex"),
+    path("documents/<int:pk>/tree", documents.DocumentTreeView.as_view(), name="document-tree"),
+    path("jobs/<int:pk>", documents.JobDetailView.as_view(), name="job"),
+    path("nodes/<int:pk>", nodes.NodeDetailView.as_view(), name="node"),
+    path("query", queries.QueryView.as_view(), name="query"),
+    path("collections", collections.CollectionListView.as_view(), name="collections"),
+    path("collections/<str:pk>", collections.CollectionDetailView.as_view(), name="collection"),
+    path("tokens", accounts.TokenListView.as_view(), name="tokens"),
+    path("tokens/<int:pk>", accounts.TokenDetailView.as_view(), name="token"),
+    path("health", accounts.HealthView.as_view(), name="health"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+]

@@ -1,0 +1,208 @@
+"""Documents, their jobs and trees: /v1/api/documents, /v1/api/jobs."""
+
+from __future__ import annotations
+
+from datetime import datetime, time
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api.pagination import paginate
+from api.serializers import (
+    DocumentCreatedSerializer,
+    DocumentCreateSerializer,
+    DocumentMetaSerializer,
+    DocumentSerializer,
+    DocumentUpdateSerializer,
+    ErrorSerializer,
+    JobSerializer,
+    ReindexSerializer,
+    TreeNodeSerializer,
+)
+from documents import selectors
+from documents.services.documents import (
+    DocumentCreateResult,
+    DocumentInputError,
+    document_create,
+    document_delete,
+    document_reindex,
+    document_update,
+)
+from documents.services.jobs import job_wait
+
+ERRORS = {
+    400: OpenApiResponse(ErrorSerializer, description="input to fix; the message says what"),
+    401: OpenApiResponse(ErrorSerializer, description="no or unknown token"),
+    404: OpenApiResponse(ErrorSerializer, description="no such thing, or not yours to see"),
+}
+WAIT = OpenApiParameter(
+    "wait", OpenApiTypes.BOOL, description="wait until indexed (bounded by OPENFABLE_API_WAIT_SECONDS): 201"
+)
+
+
+def _flag(request: Request, name: str) -> bool:
+    return str(request.query_params.get(name, "")).lower() in {"1", "true", "yes"}
+
+
+def _created_response(request: Request, result: DocumentCreateResult) -> Response:
+    job = result.job
+    code: int = status.HTTP_202_ACCEPTED if job is not None else status.HTTP_200_OK
+    if job is not None and _flag(request, "wait"):
+        job = job_wait(job=job, timeout=settings.API_WAIT_SECONDS)
+        if job.status != job.Status.QUEUED and job.status != job.Status.RUNNING:
+            code = status.HTTP_201_CREATED
+    document = selectors.document_get(user=request.user, pk=result.document.pk)
+    body = {
+        "document": DocumentMetaSerializer(document).data,
+        "job": JobSerializer(job).data if job is not None else None,
+        "created": result.created,
+    }
+    return Response(body, status=code)
+
+
+class DocumentListView(APIView):
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    @extend_schema(
+        summary="List documents",
+        parameters=[
+            OpenApiParameter("collection", str, description="slug or id"),
+            OpenApiParameter("tag", str),
+            OpenApiParameter("status", str, enum=["queued", "indexing", "indexed", "failed"]),
+            OpenApiParameter("search", str, description="in titles and file names"),
+            OpenApiParameter("created_after", OpenApiTypes.DATETIME),
+            OpenApiParameter("created_before", OpenApiTypes.DATETIME),
+            OpenApiParameter("limit", int),
+            OpenApiParameter("offset", int),
+        ],
+        responses={200: DocumentMetaSerializer(many=True), **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        params = request.query_params
+        documents = selectors.document_list(
+            user=request.user,
+            collection=params.get("collection") or None,
+            status=params.get("status") or None,
+            tag=params.get("tag") or None,
+            search=params.get("search") or None,
+            created_after=_moment(params.get("created_after"), "created_after"),
+            created_before=_moment(params.get("created_before"), "created_before"),
+        )
+        return paginate(request, documents, DocumentMetaSerializer)
+
+    @extend_schema(
+        summary="Add a document (JSON `text`, or a multipart `file`)",
+        request={
+            "application/json": DocumentCreateSerializer,
+            "multipart/form-data": DocumentCreateSerializer,
+        },
+        parameters=[WAIT],
+        responses={
+            202: OpenApiResponse(DocumentCreatedSerializer, description="stored and queued"),
+            201: OpenApiResponse(DocumentCreatedSerializer, description="indexed (?wait=true)"),
+            200: OpenApiResponse(DocumentCreatedSerializer, description="the same text was already there"),
+            **ERRORS,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = DocumentCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        upload = fields.get("file")
+        result = document_create(
+            collection=fields.get("collection") or None,
+            content=upload.read() if upload is not None else fields["text"],
+            source_filename=upload.name if upload is not None else "",
+            title=fields.get("title", ""),
+            tags=fields.get("tags"),
+            metadata=fields.get("metadata"),
+            builder=fields.get("builder", ""),
+            user=request.user,
+        )
+        return _created_response(request, result)
+
+
+class DocumentDetailView(APIView):
+    @extend_schema(
+        summary="A document",
+        parameters=[OpenApiParameter("meta_only", OpenApiTypes.BOOL, description="omit the text")],
+        responses={200: DocumentSerializer, **ERRORS},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        document = selectors.document_get(user=request.user, pk=pk)
+        context = {"meta_only": _flag(request, "meta_only")}
+        return Response(DocumentSerializer(document, context=context).data)
+
+    @extend_schema(
+        summary="Change a document's title, tags or metadata",
+        request=DocumentUpdateSerializer,
+        responses={200: DocumentMetaSerializer, **ERRORS},
+    )
+    def patch(self, request: Request, pk: int) -> Response:
+        document = selectors.document_get(user=request.user, pk=pk)
+        data = DocumentUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        document_update(document=document, **data.validated_data)
+        return Response(DocumentMetaSerializer(selectors.document_get(user=request.user, pk=pk)).data)
+
+    @extend_schema(summary="Delete a document with its tree", responses={204: None, **ERRORS})
+    def delete(self, request: Request, pk: int) -> Response:
+        document_delete(document=selectors.document_get(user=request.user, pk=pk))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DocumentReindexView(APIView):
+    @extend_schema(
+        summary="Index a document again (its current tree serves queries until the new one is saved)",
+        request=ReindexSerializer,
+        parameters=[WAIT],
+        responses={202: DocumentCreatedSerializer, 201: DocumentCreatedSerializer, **ERRORS},
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        document = selectors.document_get(user=request.user, pk=pk)
+        data = ReindexSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        job = document_reindex(document=document, builder=data.validated_data.get("builder", ""))
+        return _created_response(request, DocumentCreateResult(document=document, job=job, created=False))
+
+
+class DocumentTreeView(APIView):
+    @extend_schema(
+        summary="A document's tree: nested from the root, or ?flat=true with parent ids",
+        parameters=[OpenApiParameter("flat", OpenApiTypes.BOOL)],
+        responses={200: TreeNodeSerializer(many=True), **ERRORS},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        document = selectors.document_get(user=request.user, pk=pk)
+        return Response(selectors.document_tree(document=document, flat=_flag(request, "flat")))
+
+
+class JobDetailView(APIView):
+    @extend_schema(
+        summary="An ingestion job: status, stage, progress, error", responses={200: JobSerializer, **ERRORS}
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(JobSerializer(selectors.job_get(user=request.user, pk=pk)).data)
+
+
+def _moment(value: str | None, name: str) -> Any:
+    if not value:
+        return None
+    moment = parse_datetime(value)
+    if moment is None and (day := parse_date(value)) is not None:
+        moment = datetime.combine(day, time.min)
+    if moment is None:
+        raise DocumentInputError(
+            f"{name}: {value!r} is not a date (2026-11-30) or a date and time (ISO 8601)."
+        )
+    # A moment without a zone is read in the server's zone (UTC unless configured).
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment)

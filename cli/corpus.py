@@ -1,0 +1,135 @@
+"""`openfable list | get | tree | jobs | delete | health`: the corpus from the command line.
+
+The same reads and writes as the REST API (selectors and services, as a trusted caller that
+sees every collection); one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from documents import selectors
+from documents.models import Document, IngestionJob
+from documents.services.documents import document_delete
+from openfable.errors import UserInputError
+from openfable.health import health
+
+_DOCUMENT_FIELDS = ("title", "status", "builder", "token_count", "tags", "metadata", "source_filename")
+
+
+def register(subparsers: Any) -> None:
+    listing = subparsers.add_parser("list", help="list documents (newest first), with filters")
+    listing.add_argument("--collection", default=None, help="collection slug or id")
+    listing.add_argument("--tag", default=None)
+    listing.add_argument("--status", default=None, choices=[choice.value for choice in Document.Status])
+    listing.add_argument("--search", default=None, help="in titles and file names")
+    listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    listing.set_defaults(handler=handle_list)
+
+    get = subparsers.add_parser("get", help="one document (add --meta-only to leave its text out)")
+    get.add_argument("document_id", metavar="ID")
+    get.add_argument("--meta-only", action="store_true")
+    get.set_defaults(handler=handle_get)
+
+    tree = subparsers.add_parser("tree", help="a document's tree, nested (or --flat with parent ids)")
+    tree.add_argument("document_id", metavar="ID")
+    tree.add_argument("--flat", action="store_true")
+    tree.set_defaults(handler=handle_tree)
+
+    jobs = subparsers.add_parser(
+        "jobs", help="a document's ingestion jobs, newest first (or one job by --job)"
+    )
+    jobs.add_argument("document_id", metavar="ID", nargs="?")
+    jobs.add_argument("--job", default=None, metavar="JOB_ID")
+    jobs.set_defaults(handler=handle_jobs)
+
+    delete = subparsers.add_parser("delete", help="delete a document with its tree and jobs")
+    delete.add_argument("document_id", metavar="ID")
+    delete.set_defaults(handler=handle_delete)
+
+    check = subparsers.add_parser("health", help="database, pgvector, broker, worker, embeddings, LLM")
+    check.set_defaults(handler=handle_health)
+
+
+def handle_list(options: dict[str, Any]) -> dict[str, Any]:
+    if options["limit"] < 1:
+        raise UserInputError("--limit must be 1 or more.")
+    documents = selectors.document_list(
+        user=None,
+        collection=options["collection"],
+        status=options["status"],
+        tag=options["tag"],
+        search=options["search"],
+    )
+    total = documents.count()
+    return {"count": total, "documents": [_document(document) for document in documents[: options["limit"]]]}
+
+
+def handle_get(options: dict[str, Any]) -> dict[str, Any]:
+    document = selectors.document_get(user=None, pk=options["document_id"])
+    answer = _document(document)
+    if not options["meta_only"]:
+        answer["content"] = document.content
+    return answer
+
+
+def handle_tree(options: dict[str, Any]) -> dict[str, Any]:
+    document = selectors.document_get(user=None, pk=options["document_id"])
+    return {
+        "document_id": document.pk,
+        "nodes": selectors.document_tree(document=document, flat=options["flat"]),
+    }
+
+
+def handle_jobs(options: dict[str, Any]) -> dict[str, Any]:
+    if options["job"]:
+        return _job(selectors.job_get(user=None, pk=options["job"]))
+    if not options["document_id"]:
+        raise UserInputError("Give a document id, or --job JOB_ID for one job.")
+    document = selectors.document_get(user=None, pk=options["document_id"])
+    return {
+        "document_id": document.pk,
+        "jobs": [_job(job) for job in document.jobs.order_by("-created", "-id")],
+    }
+
+
+def handle_delete(options: dict[str, Any]) -> dict[str, Any]:
+    document = selectors.document_get(user=None, pk=options["document_id"])
+    document_delete(document=document)
+    return {"deleted": True, "document_id": int(options["document_id"])}
+
+
+def handle_health(options: dict[str, Any]) -> dict[str, Any]:
+    report = health()
+    if not report.ok:
+        failed = ", ".join(report.to_dict()["failed"])
+        raise UserInputError(
+            f"Not healthy: {failed} failed. See `checks` for why.", code="unhealthy", details=report.to_dict()
+        )
+    return report.to_dict()
+
+
+def _document(document: Document) -> dict[str, Any]:
+    return {
+        "document_id": document.pk,
+        "collection": document.collection.slug,
+        **{field: getattr(document, field) for field in _DOCUMENT_FIELDS},
+        "nodes": getattr(document, "node_count", None),
+        "created": document.created.isoformat(),
+        "updated": document.updated.isoformat(),
+    }
+
+
+def _job(job: IngestionJob) -> dict[str, Any]:
+    return {
+        "job_id": job.pk,
+        "document_id": job.document_id,
+        "status": job.status,
+        "stage": job.stage,
+        "progress": job.progress,
+        "error": job.error,
+        "fallback_reason": job.fallback_reason,
+        "node_count": job.node_count,
+        "created": job.created.isoformat(),
+        "finished": job.finished.isoformat() if job.finished else None,
+    }

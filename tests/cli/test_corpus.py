@@ -1,0 +1,68 @@
+"""`openfable list | get | tree | jobs | delete | health`: the same reads and writes as the API."""
+
+from __future__ import annotations
+
+import pytest
+
+from documents.models import Document
+from documents.services.documents import document_create
+from documents.services.jobs import job_run_now
+from tests.cli import run_openfable
+from tests.factories import CollectionFactory
+
+pytestmark = pytest.mark.django_db
+
+TEXT = "Tide tables\n\nHigh tide comes twice a day.\n\nThe moon pulls the water.\n"
+
+
+@pytest.fixture
+def indexed() -> Document:
+    document = document_create(
+        collection=CollectionFactory.create(slug="sea"), content=TEXT, tags=["tides"], queue=False
+    ).document
+    run = job_run_now(document_id=document.pk)
+    assert run is not None and run.succeeded
+    return document
+
+
+def test_list_get_tree_and_jobs(indexed: Document) -> None:
+    document_create(collection=indexed.collection, content="Another text.", queue=False)
+    status, listed = run_openfable("list", "--collection", "sea", "--status", "indexed")
+    assert status == 0 and listed["count"] == 1 and listed["documents"][0]["document_id"] == indexed.pk
+    assert listed["documents"][0]["nodes"] > 1 and "content" not in listed["documents"][0]
+    status, tagged = run_openfable("list", "--tag", "tides")
+    assert [entry["document_id"] for entry in tagged["documents"]] == [indexed.pk]
+
+    status, whole = run_openfable("get", str(indexed.pk))
+    assert status == 0 and whole["content"] == TEXT and whole["status"] == "indexed"
+    assert "content" not in run_openfable("get", str(indexed.pk), "--meta-only")[1]
+
+    status, tree = run_openfable("tree", str(indexed.pk))
+    (root,) = tree["nodes"]
+    assert status == 0 and root["kind"] == "root" and root["children"]
+    status, flat = run_openfable("tree", str(indexed.pk), "--flat")
+    leaves = [node for node in flat["nodes"] if node["kind"] == "leaf"]
+    assert "".join(TEXT[leaf["start_char"] : leaf["end_char"]] for leaf in leaves) == TEXT
+
+    status, jobs = run_openfable("jobs", str(indexed.pk))
+    assert status == 0 and jobs["jobs"][0]["status"] == "succeeded"
+    status, job = run_openfable("jobs", "--job", str(jobs["jobs"][0]["job_id"]))
+    assert status == 0 and job["document_id"] == indexed.pk
+
+
+def test_delete_and_unknown_ids(indexed: Document) -> None:
+    status, answer = run_openfable("delete", str(indexed.pk))
+    assert status == 0 and answer == {"deleted": True, "document_id": indexed.pk}
+    assert not Document.objects.exists()
+    for command in (["get", str(indexed.pk)], ["tree", "abc"], ["delete", "999999"], ["jobs", "--job", "7"]):
+        status, answer = run_openfable(*command)
+        assert status == 1 and answer["code"] == "not_found" and "There is no" in answer["error"], command
+
+
+def test_health_names_the_part_that_failed() -> None:
+    status, answer = run_openfable("health")
+    # The suite runs no Celery worker: health says so, with every other part checked.
+    assert status == 1 and answer["code"] == "unhealthy" and "worker" in answer["error"]
+    checks = answer["details"]["checks"]
+    assert checks["database"]["ok"] and checks["pgvector"]["ok"] and checks["embeddings"]["ok"]
+    assert not checks["worker"]["ok"]
