@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -48,7 +49,23 @@ def check_environment(app_configs: Any = None, **kwargs: Any) -> list[Error]:
                 id="openfable.E004",
             )
         )
+    for who, rate in [
+        ("everyone", settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["user"]),
+        *settings.API_THROTTLE_RATES.items(),
+    ]:
+        if not _RATE.match(rate):
+            errors.append(
+                Error(
+                    f"The API request rate {rate!r} for {who} is not a rate.",
+                    hint="Write rates as a number per second, minute, hour or day, e.g. 1200/minute "
+                    "(OPENFABLE_API_THROTTLE_RATE, OPENFABLE_API_THROTTLE_RATES=alice=100/minute).",
+                    id="openfable.E006",
+                )
+            )
     return errors
+
+
+_RATE = re.compile(r"^\d+/(s|m|h|d)[a-z]*$")
 
 
 def stored_embedding_dimensions(using: str = "default") -> int | None:

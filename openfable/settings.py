@@ -200,6 +200,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_DOCUMENT_BYTES + 1_000_000
 
 # --- REST API ---------------------------------------------------------------------------
 API_WAIT_SECONDS = env.number("API_WAIT_SECONDS", 120.0, minimum=1.0)  # ?wait=true waits this long at most
+# Per-user request rates, e.g. "alice=100/minute,ci-bot=10/second" (others: API_THROTTLE_RATE).
+API_THROTTLE_RATES = dict(item.split("=", 1) for item in env.strings("API_THROTTLE_RATES", []) if "=" in item)
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -207,7 +209,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.PerUserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": env.string("API_THROTTLE_RATE", "1200/minute")},
     "EXCEPTION_HANDLER": "openfable.http.drf_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.pagination import paginate
+from api.pagination import paginate, paginated
 from api.serializers import CollectionSerializer, CollectionWriteSerializer
 from api.views.documents import ERRORS
 from documents import selectors
@@ -35,7 +35,8 @@ def _shown(request: Request, collection: Collection) -> Response:
 class CollectionListView(APIView):
     @extend_schema(
         summary="Collections you own or are a member of",
-        responses={200: CollectionSerializer(many=True), **ERRORS},
+        operation_id="v1_api_collections_list",
+        responses={200: paginated(CollectionSerializer), **ERRORS},
     )
     def get(self, request: Request) -> Response:
         collections = (

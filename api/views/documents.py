@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.pagination import paginate
+from api.pagination import paginate, paginated
 from api.serializers import (
     DocumentCreatedSerializer,
     DocumentCreateSerializer,
@@ -74,6 +74,7 @@ class DocumentListView(APIView):
 
     @extend_schema(
         summary="List documents",
+        operation_id="v1_api_documents_list",
         parameters=[
             OpenApiParameter("collection", str, description="slug or id"),
             OpenApiParameter("tag", str),
@@ -84,7 +85,7 @@ class DocumentListView(APIView):
             OpenApiParameter("limit", int),
             OpenApiParameter("offset", int),
         ],
-        responses={200: DocumentMetaSerializer(many=True), **ERRORS},
+        responses={200: paginated(DocumentMetaSerializer), **ERRORS},
     )
     def get(self, request: Request) -> Response:
         params = request.query_params

@@ -83,3 +83,16 @@ def test_tokens_are_made_and_revoked_in_the_admin(admin_client: object, people: 
         "/admin/openfable/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}, follow=True
     )
     assert token_user(key) is None
+
+
+def test_a_user_can_be_given_a_rate_of_their_own(people: People, settings: object) -> None:
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.API_THROTTLE_RATES = {people.stranger.username: "2/minute"}  # type: ignore[attr-defined]
+    slow, other = people.client(people.stranger), people.client(people.owner)
+    assert [slow.get(f"{API}/documents").status_code for _ in range(3)] == [200, 200, 429]
+    throttled = slow.get(f"{API}/documents")
+    assert throttled.json()["error"]["code"] == "throttled" and "Retry-After" in throttled
+    assert other.get(f"{API}/documents").status_code == 200, "the others keep the common rate"
+    cache.clear()
