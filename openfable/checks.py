@@ -50,7 +50,7 @@ def check_environment(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             )
         )
     for who, rate in [
-        ("everyone", settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["user"]),
+        ("everyone", settings.API_THROTTLE_RATE),
         *settings.API_THROTTLE_RATES.items(),
     ]:
         if not _RATE.match(rate):

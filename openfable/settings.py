@@ -200,6 +200,7 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_DOCUMENT_BYTES + 1_000_000
 
 # --- REST API ---------------------------------------------------------------------------
 API_WAIT_SECONDS = env.number("API_WAIT_SECONDS", 120.0, minimum=1.0)  # ?wait=true waits this long at most
+API_THROTTLE_RATE = env.string("API_THROTTLE_RATE", "1200/minute")  # requests per user
 # Per-user request rates, e.g. "alice=100/minute,ci-bot=10/second" (others: API_THROTTLE_RATE).
 API_THROTTLE_RATES = dict(item.split("=", 1) for item in env.strings("API_THROTTLE_RATES", []) if "=" in item)
 REST_FRAMEWORK = {
@@ -210,7 +211,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_THROTTLE_CLASSES": ["api.throttling.PerUserRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"user": env.string("API_THROTTLE_RATE", "1200/minute")},
+    "DEFAULT_THROTTLE_RATES": {"user": API_THROTTLE_RATE},
     "EXCEPTION_HANDLER": "openfable.http.drf_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

@@ -11,8 +11,8 @@ import pytest
 import schemathesis
 from django.core.management import call_command
 from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
