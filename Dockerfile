@@ -10,9 +10,14 @@ COPY pyproject.toml README.md ./
 COPY openfable ./openfable
 COPY documents ./documents
 COPY retrieval ./retrieval
+COPY cli ./cli
+COPY api ./api
+COPY mcp_server ./mcp_server
+COPY benchmarks ./benchmarks
 RUN pip install --no-cache-dir .
 COPY . .
 RUN useradd --create-home openfable && mkdir -p /app/var && chown -R openfable /app/var
 USER openfable
 EXPOSE 8000
-CMD ["gunicorn", "openfable.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+# The ASGI app: Django and the MCP server (streamable HTTP and SSE) in one process per worker.
+CMD ["gunicorn", "openfable.asgi:application", "--worker-class", "uvicorn.workers.UvicornWorker", "--bind", "0.0.0.0:8000", "--workers", "1"]

@@ -88,6 +88,7 @@ class DocumentSerializer(serializers.ModelSerializer):
             "source_filename",
             "content_hash",
             "embedding_model",
+            "tree_version",
             "created",
             "updated",
             "content",
@@ -177,6 +178,7 @@ NODE_FIELDS = [
     "token_count",
     "edited",
     "embedding_stale",
+    "excluded",
 ]
 
 
@@ -196,6 +198,8 @@ class NodeSerializer(serializers.ModelSerializer):
 class NodeUpdateSerializer(serializers.Serializer):
     title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     summary = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    excluded = serializers.BooleanField(required=False, help_text="leave it and its subtree out of retrieval")
+    expected_version = serializers.IntegerField(required=False, allow_null=True)
 
 
 class TreeNodeSerializer(serializers.Serializer):

@@ -12,7 +12,9 @@ from rest_framework.throttling import UserRateThrottle
 class PerUserRateThrottle(UserRateThrottle):
     def allow_request(self, request: Any, view: Any) -> bool:
         user = getattr(request, "user", None)
-        override = settings.API_THROTTLE_RATES.get(user.get_username()) if user and user.is_authenticated else None
+        override = (
+            settings.API_THROTTLE_RATES.get(user.get_username()) if user and user.is_authenticated else None
+        )
         if override:
             self.rate = override
             self.num_requests, self.duration = self.parse_rate(override)

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from api.views import accounts, collections, documents, nodes, queries
+from api.views import accounts, collections, documents, edits, nodes, queries
 
 app_name = "api"
 
@@ -13,7 +13,14 @@ urlpatterns = [
     path("documents/<int:pk>/reindex", documents.DocumentReindexView.as_view(), name="document-reindex"),
     path("documents/<int:pk>/tree", documents.DocumentTreeView.as_view(), name="document-tree"),
     path("jobs/<int:pk>", documents.JobDetailView.as_view(), name="job"),
+    path("documents/<int:pk>/history", edits.DocumentHistoryView.as_view(), name="document-history"),
+    path("documents/<int:pk>/group", edits.DocumentGroupView.as_view(), name="document-group"),
+    path("documents/<int:pk>/undo", edits.DocumentUndoView.as_view(), name="document-undo"),
     path("nodes/<int:pk>", nodes.NodeDetailView.as_view(), name="node"),
+    path("nodes/<int:pk>/split", edits.NodeSplitView.as_view(), name="node-split"),
+    path("nodes/<int:pk>/merge", edits.NodeMergeView.as_view(), name="node-merge"),
+    path("nodes/<int:pk>/move", edits.NodeMoveView.as_view(), name="node-move"),
+    path("nodes/<int:pk>/dissolve", edits.NodeDissolveView.as_view(), name="node-dissolve"),
     path("query", queries.QueryView.as_view(), name="query"),
     path("collections", collections.CollectionListView.as_view(), name="collections"),
     path("collections/<str:pk>", collections.CollectionDetailView.as_view(), name="collection"),

@@ -24,10 +24,10 @@ from documents.selectors import as_id, document_get, document_nodes
 from documents.services.agent import (
     agent_apply_chunks,
     agent_apply_tree,
-    agent_chunks,
     chunk_listing,
     parse_markers_file,
     plan_instructions,
+    plan_summary,
     tree_instructions,
     tree_outline,
 )
@@ -186,20 +186,7 @@ def handle_plan(options: dict[str, Any]) -> dict[str, Any]:
         queue=False,
     )
     document = result.document
-    answer: dict[str, Any] = {
-        "document_id": document.pk,
-        "created": result.created,
-        "title": document.title,
-        "collection": document.collection.slug,
-        "characters": len(document.content),
-        "tokens": document.token_count,
-        "status": document.status,
-    }
-    if not result.created:
-        # The same text was planned (or uploaded) before: say what it already has.
-        chunks = agent_chunks(document)
-        answer["builder"] = document.builder
-        answer["agent_chunks"] = len(chunks) if chunks else 0
+    answer = plan_summary(document=document, created=result.created)
     answer["instructions"] = plan_instructions(document.pk)
     return answer
 

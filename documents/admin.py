@@ -225,40 +225,27 @@ class DocumentAdmin(SavedByServiceMixin, admin.ModelAdmin):
         kwargs["form"] = DocumentChangeForm if obj is not None else DocumentAddForm
         return super().get_form(request, obj, change=change, **kwargs)
 
+    # An indexed document's description can change; what ingestion made of it is shown, read-only.
+    add_fields = ["collection", "title", "content", "tags_text", "metadata", "builder"]
+    change_fields = ["title", "tags_text", "metadata"]
+    shown_fields = [
+        "collection",
+        "status",
+        "builder",
+        "source_filename",
+        "token_count",
+        "content_hash",
+        "embedding_model",
+        "text_preview",
+        "created",
+        "updated",
+    ]
+
     def get_fields(self, request: HttpRequest, obj: Document | None = None) -> list[str]:  # type: ignore[override]
-        if obj is None:
-            return ["collection", "title", "content", "tags_text", "metadata", "builder"]
-        return [
-            "title",
-            "tags_text",
-            "metadata",
-            "collection",
-            "status",
-            "builder",
-            "source_filename",
-            "token_count",
-            "content_hash",
-            "embedding_model",
-            "text_preview",
-            "created",
-            "updated",
-        ]
+        return self.add_fields if obj is None else [*self.change_fields, *self.shown_fields]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Document | None = None) -> list[str]:
-        if obj is None:
-            return []
-        return [
-            "collection",
-            "status",
-            "builder",
-            "source_filename",
-            "token_count",
-            "content_hash",
-            "embedding_model",
-            "text_preview",
-            "created",
-            "updated",
-        ]
+        return [] if obj is None else self.shown_fields
 
     def get_inlines(self, request: HttpRequest, obj: Document | None) -> list[Any]:
         return [IngestionJobInline, NodeInline] if obj is not None else []

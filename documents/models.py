@@ -61,6 +61,9 @@ class Document(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     builder = models.CharField(max_length=16, choices=Builder.choices, blank=True)
     embedding_model = models.CharField(max_length=200, blank=True)
+    tree_version = models.PositiveIntegerField(
+        default=0, help_text="moves on every edit and replacement of the tree (optimistic concurrency)"
+    )
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
@@ -119,6 +122,10 @@ class Node(models.Model):
     embedding_stale = models.BooleanField(
         default=False, help_text="an edit changed the text it is embedded from; a worker is re-embedding it"
     )
+    excluded = models.BooleanField(
+        default=False,
+        help_text="left out of retrieval: a person excluded it or a node above it (set on the whole subtree)",
+    )
     # The lexical path's terms (english stemming): a leaf's own text, an internal node's title
     # and summary -- what each node says, never its descendants' text twice. Computed by
     # PostgreSQL on every write, so it can never disagree with the text.
@@ -136,7 +143,13 @@ class Node(models.Model):
     class Meta:
         ordering = ["document", "order"]
         constraints = [
-            models.UniqueConstraint(fields=["document", "order"], name="node_order_unique_per_document"),
+            # Checked at the end of each statement, not row by row, and a tree edit defers it to the
+            # end of its write: renumbering moves every later node one place on in one pass.
+            models.UniqueConstraint(
+                fields=["document", "order"],
+                name="node_order_unique_per_document",
+                deferrable=models.Deferrable.IMMEDIATE,
+            ),
             models.UniqueConstraint(
                 fields=["document"], condition=Q(kind=tree.ROOT), name="node_one_root_per_document"
             ),
@@ -172,10 +185,60 @@ class Node(models.Model):
             ),
             models.Index(fields=["document", "kind", "depth"], name="node_document_kind_depth"),
             GinIndex(fields=["search"], name="node_search_gin"),
+            # Few nodes are excluded: "does this document have any" stays an index probe.
+            models.Index(fields=["document"], condition=Q(excluded=True), name="node_excluded_document"),
         ]
 
     def __str__(self) -> str:
         return self.toc_path or self.title or f"{self.kind} {self.pk}"
+
+
+class TreeEdit(models.Model):
+    """One edit a person made to a document's tree, with what it changed, so it can be undone.
+
+    ``before`` and ``after`` hold one row per node the edit touched: ``id`` plus the fields that
+    changed (``documents.services.edit_tree.STATE_FIELDS``), or every field for a node the edit
+    created (``after`` only) or deleted (``before`` only). A ``before`` row also carries the
+    node's ``embedding`` (a list of floats) when the edit deleted the node or changed the text it
+    is embedded from, so undoing restores the vector instead of computing it again.
+    A re-index replaces every node, so it clears the document's edits.
+    """
+
+    class Operation(models.TextChoices):
+        UPDATE = "update"
+        SPLIT = "split"
+        MERGE = "merge"
+        MOVE = "move"
+        GROUP = "group"
+        DISSOLVE = "dissolve"
+        EXCLUDE = "exclude"
+        INCLUDE = "include"
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="tree_edits")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="tree_edits"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    operation = models.CharField(max_length=16, choices=Operation.choices)
+    arguments = models.JSONField(default=dict, blank=True, help_text="what the edit was asked to do")
+    before = models.JSONField(default=list, blank=True, help_text="the touched nodes as they were")
+    after = models.JSONField(default=list, blank=True, help_text="the touched nodes as the edit left them")
+    tree_version = models.PositiveIntegerField(help_text="the document's tree version this edit made")
+    embedding_model = models.CharField(
+        max_length=200, blank=True, help_text="the model of the vectors kept in before"
+    )
+    undone = models.BooleanField(default=False)
+    undone_at = models.DateTimeField(null=True, blank=True)
+    undone_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [models.Index(fields=["document", "-id"], name="tree_edit_document_latest")]
+
+    def __str__(self) -> str:
+        return f"{self.operation} on {self.document_id}" + (" (undone)" if self.undone else "")
 
 
 class DocumentTerm(models.Model):

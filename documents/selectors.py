@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Func, OuterRef, Q, QuerySet, Subquery
 
-from documents.models import Collection, CorpusVersion, Document, IngestionJob, Node
+from documents.models import Collection, CorpusVersion, Document, IngestionJob, Node, TreeEdit
 from openfable.errors import NotFoundError
 
 
@@ -109,6 +109,48 @@ def document_list(
     return documents.annotate(node_count=Count("nodes"))
 
 
+# Orders a document list may be sorted by (a leading "-" reverses), as the pages name them.
+DOCUMENT_SORTS = {
+    "title": "title",
+    "collection": "collection__name",
+    "status": "status",
+    "tokens": "token_count",
+    "nodes": "node_count",
+    "builder": "builder",
+    "updated": "updated",
+}
+
+
+def documents_sorted(documents: QuerySet[Document], sort: str | None) -> QuerySet[Document]:
+    """``documents`` in the order ``sort`` names ("-updated" by default; unknown names fall back)."""
+    field = DOCUMENT_SORTS.get((sort or "").lstrip("-"))
+    if field is None:
+        return documents.order_by("-updated", "-id")
+    return documents.order_by(f"-{field}" if (sort or "").startswith("-") else field, "-id")
+
+
+def with_latest_job(documents: QuerySet[Document]) -> QuerySet[Document]:
+    """Each document with its newest job's id, status, stage, progress and error (one query, no N+1)."""
+    latest = IngestionJob.objects.filter(document=OuterRef("pk")).order_by("-created", "-id")
+    return documents.annotate(
+        job_id=Subquery(latest.values("pk")[:1]),
+        job_status=Subquery(latest.values("status")[:1]),
+        job_stage=Subquery(latest.values("stage")[:1]),
+        job_progress=Subquery(latest.values("progress")[:1]),
+        job_error=Subquery(latest.values("error")[:1]),
+    )
+
+
+def document_tags(*, user: Any) -> list[str]:
+    """Every tag on a document the user can see, sorted (for the filters)."""
+    tags = (
+        documents_visible(user=user)
+        .annotate(tag=Func(F("tags"), function="unnest"))
+        .values_list("tag", flat=True)
+    )
+    return sorted(set(tags))
+
+
 def document_get(*, user: Any, pk: object) -> Document:
     """A visible document with its collection; ``NotFoundError`` when it does not exist or is not visible."""
     number = as_id(pk)
@@ -149,6 +191,8 @@ def document_tree(*, document: Document, flat: bool = False) -> list[dict[str, A
             "end_char",
             "token_count",
             "edited",
+            "excluded",
+            "embedding_stale",
         )
     ]
     if flat:
@@ -160,6 +204,18 @@ def document_tree(*, document: Document, flat: bool = False) -> list[dict[str, A
         row["children"] = children[row["id"]]
         (children[row["parent"]] if row["parent"] in by_id else roots).append(row)
     return roots
+
+
+def document_history(*, document: Document) -> QuerySet[TreeEdit]:
+    """The document's tree edits since it was last indexed, newest first, with who made and undid
+    them. The node snapshots (``before`` / ``after``, large for an edit that renumbers a big
+    tree) are deferred: read them from one edit at a time."""
+    return (
+        TreeEdit.objects.filter(document=document)
+        .select_related("user", "undone_by")
+        .defer("before", "after")
+        .order_by("-id")
+    )
 
 
 def node_get(*, user: Any, pk: object) -> Node:

@@ -7,6 +7,10 @@ from documents import views
 app_name = "documents"
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", views.corpus, name="home"),
     path("documents/<int:pk>/", views.document_detail, name="detail"),
+    path("documents/<int:pk>/row", views.document_row, name="row"),
+    path("documents/<int:pk>/delete", views.document_delete_view, name="delete"),
+    path("documents/<int:pk>/reindex", views.document_reindex_view, name="reindex"),
+    path("documents/<int:pk>/edit/<str:operation>", views.document_edit, name="edit"),
 ]

@@ -1,26 +1,308 @@
 """The corpus pages. Views only parse, call a selector or service, and render; a user sees only
-the collections they own or are a member of (``documents.selectors``)."""
+the collections they own or are a member of (``documents.selectors``). On an htmx request a
+view renders the page's fragment (``page.html#fragment``), else the whole page, so every link
+and form also works without JavaScript."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
 from documents import selectors
+from documents.forms import UploadForm
+from documents.models import Document, IngestionJob
+from documents.services import edits
+from documents.services.documents import document_create, document_delete, document_reindex, job_retry
+from documents.services.trees import node_update
+from openfable.errors import NotFoundError, UserInputError
+from openfable.http import HtmxHttpRequest
+
+PAGE_SIZE = 25
+CORPUS = "documents/corpus.html"
 
 
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
-    context = {
-        "collections": selectors.collection_list(user=request.user),
-        "documents": selectors.document_list(user=request.user)[:50],
+def corpus(request: HtmxHttpRequest) -> HttpResponse:
+    collections = selectors.collection_list(user=request.user)
+    form = UploadForm(collections=collections)
+    status = 200
+    if request.method == "POST":
+        form = UploadForm(request.POST, request.FILES, collections=collections)
+        if form.is_valid() and _upload(request, form):
+            if not request.htmx:
+                return redirect("documents:home")
+            form = UploadForm(collections=collections)  # a fresh form under the updated table
+        elif not request.htmx:
+            status = 400
+    context = _corpus_context(request, collections=collections, form=form)
+    template = f"{CORPUS}#corpus-body" if request.htmx else CORPUS
+    return render(request, template, context, status=status)
+
+
+def _upload(request: HtmxHttpRequest, form: UploadForm) -> bool:
+    """Store every pasted text or file, or none of them; a refusal goes beside its field."""
+    data = form.cleaned_data
+    items: list[tuple[str, Any, str]] = (
+        [("uploads", upload.read(), upload.name) for upload in data["uploads"]]
+        if data["uploads"]
+        else [("text", data["text"].replace("\r\n", "\n"), "")]
+    )
+    created = []
+    try:
+        with transaction.atomic():
+            for field, content, filename in items:
+                try:
+                    created.append(
+                        document_create(
+                            collection=data["collection"] or None,
+                            content=content,
+                            title=data["title"] if len(items) == 1 else "",
+                            source_filename=filename,
+                            tags=data["tags"],
+                            user=request.user,
+                        )
+                    )
+                except UserInputError as error:
+                    form.add_error(field, f"{filename}: {error}" if filename else str(error))
+                    raise
+    except UserInputError:
+        return False
+    added = sum(1 for result in created if result.created)
+    known = len(created) - added
+    messages.success(
+        request,
+        f"Added {added} document(s); indexing has started."
+        + (f" {known} were already in the collection." if known else ""),
+    )
+    return True
+
+
+def _corpus_context(request: HtmxHttpRequest, *, collections: Any, form: UploadForm) -> dict[str, Any]:
+    params = request.GET
+    filters = {
+        "collection": params.get("collection", ""),
+        "status": params.get("status", ""),
+        "tag": params.get("tag", ""),
+        "search": params.get("q", ""),
     }
-    return render(request, "documents/home.html", context)
+    documents = selectors.document_list(
+        user=request.user,
+        collection=filters["collection"] or None,
+        status=filters["status"] or None,
+        tag=filters["tag"] or None,
+        search=filters["search"] or None,
+    )
+    sort = params.get("sort", "-updated")
+    page = Paginator(
+        selectors.with_latest_job(selectors.documents_sorted(documents, sort)), PAGE_SIZE
+    ).get_page(params.get("page"))
+    return {
+        "form": form,
+        "collections": collections,
+        "page": page,
+        "filters": filters,
+        "sort": sort,
+        "statuses": Document.Status.choices,
+        "tags": selectors.document_tags(user=request.user),
+    }
 
 
 @login_required
-def document_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def document_row(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """One row of the corpus table: polled while its document is being indexed."""
+    document = _row_document(request, pk)
+    return render(request, f"{CORPUS}#document-row", {"document": document})
+
+
+@login_required
+@require_POST
+def document_delete_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    document = selectors.document_get(user=request.user, pk=pk)
+    title = document.title
+    document_delete(document=document)
+    if request.htmx:
+        return HttpResponse("")  # the row goes away
+    messages.success(request, f"Deleted “{title}”.")
+    return redirect("documents:home")
+
+
+@login_required
+@require_POST
+def document_reindex_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    document = selectors.document_get(user=request.user, pk=pk)
+    latest = selectors.document_latest_job(document=document)
+    if latest is not None and latest.status == IngestionJob.Status.FAILED:
+        job_retry(job=latest)  # the builder it asked for, again
+    else:
+        document_reindex(document=document)
+    if request.htmx:
+        return render(request, f"{CORPUS}#document-row", {"document": _row_document(request, pk)})
+    return redirect("documents:home")
+
+
+def _row_document(request: HtmxHttpRequest, pk: int) -> Document:
+    document = selectors.with_latest_job(selectors.document_list(user=request.user)).filter(pk=pk).first()
+    if document is None:
+        raise NotFoundError(f"There is no document {pk}. Use the id of a document you can see.")
+    return document
+
+
+@login_required
+def document_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The tree as an outline; a selected node (``?node=``) shown inside the whole text."""
     document = selectors.document_get(user=request.user, pk=pk)  # NotFoundError: a 404 page
-    nodes = selectors.document_nodes(document=document)
-    return render(request, "documents/detail.html", {"document": document, "nodes": nodes})
+    tree = selectors.document_tree(document=document)
+    flat = {node["id"]: node for node in _walk(tree)}
+    for node in flat.values():
+        node["label"] = node["title"] or _opening(document.content[node["start_char"] : node["end_char"]])
+    selected = flat.get(selectors.as_id(request.GET.get("node")) or -1) or (tree[0] if tree else None)
+    context = {
+        "document": document,
+        "tree": tree,
+        "selected": selected,
+        "latest_job": selectors.document_latest_job(document=document),
+        "history": selectors.document_history(document=document)[:20],
+        "parents": [node for node in flat.values() if node["kind"] != "leaf"],
+        "siblings_after": _siblings_after(flat, selected),
+        **_text_around(document.content, selected),
+    }
+    template = "documents/detail.html#document-layout" if request.htmx else "documents/detail.html"
+    return render(request, template, context)
+
+
+def _siblings_after(flat: dict[int, dict[str, Any]], node: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The node's next siblings, in order (the choices for "group up to")."""
+    if node is None or node["parent"] is None:
+        return []
+    siblings = flat[node["parent"]]["children"]
+    return siblings[siblings.index(node) + 1 :]
+
+
+def _walk(nodes: list[dict[str, Any]]) -> Any:
+    for node in nodes:
+        yield node
+        yield from _walk(node["children"])
+
+
+def _opening(text: str, words: int = 10) -> str:
+    parts = text.split()
+    return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
+
+
+def _text_around(text: str, node: dict[str, Any] | None) -> dict[str, str]:
+    """The document text split around the selected node's exact span."""
+    if node is None:
+        return {"text_before": text, "text_selected": "", "text_after": ""}
+    start, end = node["start_char"], node["end_char"]
+    return {"text_before": text[:start], "text_selected": text[start:end], "text_after": text[end:]}
+
+
+# -- tree edits ----------------------------------------------------------------------------------
+
+EDITS = ("update", "split", "merge", "move", "group", "dissolve", "exclude", "include", "undo")
+
+
+@login_required
+@require_POST
+def document_edit(request: HtmxHttpRequest, pk: int, operation: str) -> HttpResponse:
+    """One tree edit from the document page: one service call; a refusal is shown in the panel."""
+    document = selectors.document_get(user=request.user, pk=pk)
+    form = request.POST
+    node_id = selectors.as_id(form.get("node"))
+    selected = node_id
+    try:
+        version = _version(form.get("tree_version"))
+        if operation == "undo":
+            edits.edit_undo(document=document, user=request.user, expected_version=version)
+        else:
+            node = selectors.node_get(user=request.user, pk=node_id)
+            if node.document_id != document.pk:
+                raise NotFoundError("That node is not part of this document.")
+            result = _apply(request, operation, node, form, version)
+            created = getattr(result, "created", None)
+            selected = created[0] if operation == "group" and created else node.pk
+    except UserInputError as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, _DONE.get(operation, "Saved."))
+    if request.htmx:
+        request.GET = request.GET.copy()
+        request.GET["node"] = str(selected or "")
+        return document_detail(request, pk)
+    return redirect(f"{document.get_absolute_url()}?node={selected or ''}")
+
+
+_DONE = {
+    "update": "Saved; the node is being re-embedded.",
+    "split": "Split in two.",
+    "merge": "Merged with the next passage.",
+    "move": "Moved.",
+    "group": "Grouped into a new section.",
+    "dissolve": "Dissolved; its parts moved up.",
+    "exclude": "Excluded from retrieval.",
+    "include": "Included in retrieval again.",
+    "undo": "Undone.",
+}
+
+
+def _apply(request: HtmxHttpRequest, operation: str, node: Any, form: Any, version: int | None) -> Any:
+    user = request.user
+    if operation == "update":
+        return node_update(
+            node=node,
+            title=form.get("title", ""),
+            summary=form.get("summary", ""),
+            user=user,
+            expected_version=version,
+        )
+    if operation == "split":
+        return edits.node_split(
+            node=node,
+            position=_number(form.get("position"), "position"),
+            snap=form.get("exact") != "on",
+            user=user,
+            expected_version=version,
+        )
+    if operation == "merge":
+        return edits.node_merge(node=node, user=user, expected_version=version)
+    if operation == "move":
+        parent = selectors.node_get(user=user, pk=form.get("parent"))
+        position = _number(form.get("position"), "position") if form.get("position") else None
+        return edits.node_move(
+            node=node, parent=parent, position=position, user=user, expected_version=version
+        )
+    if operation == "group":
+        last = selectors.node_get(user=user, pk=form.get("last"))
+        return edits.nodes_group(
+            first=node,
+            last=last,
+            title=form.get("title", ""),
+            summary=form.get("summary", ""),
+            user=user,
+            expected_version=version,
+        )
+    if operation == "dissolve":
+        return edits.node_dissolve(node=node, user=user, expected_version=version)
+    if operation in ("exclude", "include"):
+        return edits.node_exclude(
+            node=node, excluded=operation == "exclude", user=user, expected_version=version
+        )
+    raise NotFoundError(f"There is no tree edit {operation!r}.")
+
+
+def _number(raw: object, name: str) -> int:
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise UserInputError(f"The {name} must be a whole number, not {raw!r}.") from None
+
+
+def _version(raw: object) -> int | None:
+    return int(str(raw)) if str(raw or "").isdigit() else None

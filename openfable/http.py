@@ -13,6 +13,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django_htmx.middleware import HtmxDetails
 
 from openfable.errors import UserInputError
 
@@ -62,3 +63,9 @@ def drf_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
         message, details = "The request is not valid; see details for each field.", detail
     response.data = {"error": {"code": str(code), "message": message, "details": details}}
     return response
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request as django-htmx's middleware leaves it (``request.htmx``), for type checking."""
+
+    htmx: HtmxDetails

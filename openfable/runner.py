@@ -1,8 +1,9 @@
 """`make run`: the whole app on one machine, no setup.
 
 Starts the embedded PostgreSQL (through settings), migrates, creates a local admin account
-on the first run (printing its login once), then runs the web server and a Celery worker
-side by side. Ctrl-C stops all of it, the database included.
+on the first run (printing its login once), then runs the web server (uvicorn serving the
+ASGI app: Django and the MCP endpoints) and a Celery worker side by side. Ctrl-C stops all
+of it, the database included.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 SHUTDOWN_GRACE_SECONDS = 15
+WEB_GRACEFUL_SECONDS = 5  # the web server's own grace for open connections, within the above
 
 
 def main() -> int:
@@ -39,9 +41,7 @@ def main() -> int:
     port = os.environ.get("OPENFABLE_PORT", "8000")
     python = sys.executable
     children = {
-        "web server": subprocess.Popen(
-            [python, "manage.py", "runserver", f"{host}:{port}", "--noreload", "--skip-checks"]
-        ),
+        "web server": subprocess.Popen(_web_server_command(python, host=host, port=port)),
         "worker": subprocess.Popen(
             [python, "-m", "celery", "-A", "openfable", "worker", "--loglevel", "INFO", "--concurrency", "2"]
         ),
@@ -49,6 +49,7 @@ def main() -> int:
     print(
         f"\nOpenFable is running at http://{host}:{port}/  (admin: http://{host}:{port}/admin/)", flush=True
     )
+    print(f"MCP (with an API token): http://{host}:{port}/v1/mcp  (SSE: /v1/mcp/sse)", flush=True)
     print("Press Ctrl-C to stop the web server, the worker and the database.\n", flush=True)
 
     stopping = False
@@ -78,6 +79,26 @@ def main() -> int:
         stop(settings.EMBEDDED_DATABASE_DIR)
     print("OpenFable stopped.", flush=True)
     return exit_code
+
+
+def _web_server_command(python: str, *, host: str, port: str) -> list[str]:
+    """uvicorn serving the ASGI app: Django (its static files through WhiteNoise) and the MCP
+    endpoints, which need the lifespan on (it runs their session manager)."""
+    return [
+        python,
+        "-m",
+        "uvicorn",
+        "openfable.asgi:application",
+        "--host",
+        host,
+        "--port",
+        port,
+        "--lifespan",
+        "on",
+        # Open SSE streams (MCP clients) would otherwise hold Ctrl-C up until they disconnect.
+        "--timeout-graceful-shutdown",
+        str(WEB_GRACEFUL_SECONDS),
+    ]
 
 
 def _ensure_admin_account() -> None:

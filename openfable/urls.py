@@ -8,5 +8,6 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("v1/api/", include("api.urls")),
     path("", include("api.docs_urls")),
+    path("", include("retrieval.urls")),
     path("", include("documents.urls")),
 ]

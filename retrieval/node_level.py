@@ -3,19 +3,23 @@
 LLMnavigate picks subtree roots from the documents' outline; TreeExpansion scores every node from
 exact similarities, each node's similarity sharpened by its BM25 among the selected documents'
 nodes (``hybrid_similarity``). The two are fused; LLM-chosen nodes are packed first, then by score, without
-ancestor/descendant overlap, and the chosen text comes back in document order.
+ancestor/descendant overlap, and the chosen text comes back in document order. Nodes excluded
+from retrieval never arrive here, and a section holding excluded text is never packed whole
+(``partly_excluded``): its included children are.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 import numpy as np
 from django.conf import settings
 
+from documents.ingestion.tree import LEAF
 from documents.models import Document
 from openfable.llm import LLMClient
 from openfable.tokens import count_tokens, truncate_to_tokens
@@ -117,6 +121,7 @@ def node_level_chunks(
         run.end_stage("tree_expansion")
 
     node_fused = fuse(node_paths, {name: NODE_PATH_WEIGHTS[name] for name in node_paths})
+    partial = partly_excluded(rows.values())
     candidates = [
         Candidate(
             node=nodes[item.key],
@@ -126,6 +131,7 @@ def node_level_chunks(
             path_scores=dict(item.raw),
         )
         for item in node_fused
+        if item.key not in partial  # its whole text would carry excluded text; its children still count
     ]
     packed, texts = pack_exact(
         candidates,
@@ -164,6 +170,27 @@ def hybrid_similarity(
         node_id: (1 - share) * value + share * lexical.get(node_id, 0.0) / best
         for node_id, value in cosine.items()
     }
+
+
+def partly_excluded(rows: Iterable[vector_paths.NodeRow]) -> set[int]:
+    """Internal nodes holding text excluded from retrieval, which must never be returned whole.
+
+    ``rows`` are a tree's included nodes (excluded ones never reach the query side), in pre-order:
+    a node whose included children do not cover its span lost text to an exclusion, and so did
+    every ancestor of such a node.
+    """
+    ordered = list(rows)
+    covered: dict[int, int] = defaultdict(int)
+    for row in ordered:
+        if row.parent_id is not None:
+            covered[row.parent_id] += row.end_char - row.start_char
+    partial = {
+        row.id for row in ordered if row.kind != LEAF and covered[row.id] < row.end_char - row.start_char
+    }
+    for row in reversed(ordered):  # descendants come before their ancestors
+        if row.id in partial and row.parent_id is not None:
+            partial.add(row.parent_id)
+    return partial
 
 
 def _estimated_tokens(row: vector_paths.NodeRow) -> int:

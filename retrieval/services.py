@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db.models import OuterRef, Subquery
+from django.db.models import Exists, OuterRef, Subquery
 
 from documents.models import Document, Node
 from documents.selectors import corpus_version
@@ -227,6 +227,7 @@ class _DocumentInfo:
     title: str
     token_count: int
     root_id: int | None
+    has_excluded: bool  # a person excluded part of it from retrieval: never return it whole
 
 
 @dataclass
@@ -375,9 +376,12 @@ class _Run:
     def _document_info(self, candidates: Sequence[int]) -> dict[int, _DocumentInfo]:
         """Titles, sizes and roots of the candidate documents, plus (when LLMselect can read
         the whole scope) every other indexed document in scope. Two queries at most."""
-        root = Node.objects.filter(document=OuterRef("pk"), kind=Node.Kind.ROOT).values("pk")[:1]
-        rows = Document.objects.annotate(root_id=Subquery(root)).values_list(
-            "pk", "title", "token_count", "root_id"
+        # A document excluded from retrieval as a whole has no root here: nothing to search.
+        roots = Node.objects.filter(kind=Node.Kind.ROOT, excluded=False)
+        root = roots.filter(document=OuterRef("pk")).values("pk")[:1]
+        excluded = Node.objects.filter(document=OuterRef("pk"), excluded=True)
+        rows = Document.objects.annotate(root_id=Subquery(root), has_excluded=Exists(excluded)).values_list(
+            "pk", "title", "token_count", "root_id", "has_excluded"
         )
         info = {row[0]: _DocumentInfo(*row[1:]) for row in rows.filter(pk__in=list(candidates))}
         if self.uses_llm and self.mode != "vector":
@@ -417,6 +421,8 @@ class _Run:
         ranks: dict[int, int],
         info: dict[int, _DocumentInfo],
     ) -> list[Chunk]:
+        if any(info[pk].has_excluded for pk in selected):
+            return []  # the whole text would carry excluded parts: the node level packs the rest
         contents = dict(Document.objects.filter(pk__in=selected).values_list("pk", "content"))
         by_key = {item.key: item for item in fused}
         chunks = []

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from api.serializers import NodeSerializer, NodeUpdateSerializer
 from api.views.documents import ERRORS
 from documents import selectors
+from documents.services.edits import node_exclude
 from documents.services.trees import node_update
 
 
@@ -19,7 +20,7 @@ class NodeDetailView(APIView):
         return Response(NodeSerializer(selectors.node_get(user=request.user, pk=pk)).data)
 
     @extend_schema(
-        summary="Change a node's title or summary (re-embedded in the background, kept across re-indexing)",
+        summary="Change a node's title or summary, or exclude it (and its subtree) from retrieval",
         request=NodeUpdateSerializer,
         responses={200: NodeSerializer, **ERRORS},
     )
@@ -27,5 +28,12 @@ class NodeDetailView(APIView):
         node = selectors.node_get(user=request.user, pk=pk)
         data = NodeUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        node_update(node=node, **data.validated_data)
+        fields = dict(data.validated_data)
+        excluded = fields.pop("excluded", None)
+        version = fields.pop("expected_version", None)
+        if "title" in fields or "summary" in fields:
+            node_update(node=node, user=request.user, expected_version=version, **fields)
+            version = None  # checked once, by the first edit of this request
+        if excluded is not None:
+            node_exclude(node=node, excluded=excluded, user=request.user, expected_version=version)
         return Response(NodeSerializer(selectors.node_get(user=request.user, pk=pk)).data)

@@ -8,8 +8,9 @@ counts) and the text each node is embedded from: internal nodes embed
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple, Self
 
 from documents.ingestion.tree import LEAF, TreeNode
 
@@ -32,6 +33,7 @@ class NodeRow:
     token_count: int
     embed_text: str
     edited: bool = False
+    excluded: bool = False  # left out of retrieval (a person excluded it or a node above it)
 
 
 def flatten_tree(
@@ -41,8 +43,15 @@ def flatten_tree(
     document_title: str,
     count_tokens: Callable[[str], int],
     edited: frozenset[int] = frozenset(),
+    excluded: Collection[int] | None = None,
 ) -> list[NodeRow]:
-    """Rows in pre-order; ``edited`` holds ``id()`` of tree nodes that carry a person's edit."""
+    """Rows in pre-order; ``edited`` holds ``id()`` of tree nodes that carry a person's edit.
+
+    ``excluded`` holds ``id()`` of tree nodes a person excluded from retrieval (by default
+    those ``apply_edits`` found, when ``edited`` is its result); their subtrees are excluded too.
+    """
+    if excluded is None:
+        excluded = edited.excluded if isinstance(edited, AppliedEdits) else frozenset()
     rows: list[NodeRow] = []
 
     def visit(node: TreeNode, depth: int, ordinal: int, parent: NodeRow | None) -> None:
@@ -68,6 +77,7 @@ def flatten_tree(
             token_count=count_tokens(span_text),
             embed_text="",
             edited=id(node) in edited,
+            excluded=id(node) in excluded or (parent is not None and parent.excluded),
         )
         row.embed_text = embedding_text(
             kind=row.kind, toc_path=row.toc_path, summary=row.summary, content=row.content
@@ -87,20 +97,52 @@ def embedding_text(*, kind: str, toc_path: str, summary: str, content: str) -> s
     return f"{toc_path}: {summary}" if summary else toc_path
 
 
-def apply_edits(root: TreeNode, *, text: str, edits: dict[str, tuple[str, str]]) -> frozenset[int]:
-    """Carry a person's titles and summaries over to a freshly built tree.
+class NodeEdit(NamedTuple):
+    """What a person set on a node, carried over to a rebuilt tree (see ``apply_edits``)."""
 
-    ``edits`` maps ``edit_key(kind, span text)`` of each edited node to its (title, summary);
-    a new node of the same kind spanning the same text takes them, so edits survive a
-    re-index wherever their span still exists. Returns ``id()`` of the nodes that took one.
+    title: str
+    summary: str
+    edited: bool = True  # the title and summary are a person's
+    excluded: bool = False  # a person excluded it (or a node above it) from retrieval
+
+
+class AppliedEdits(frozenset[int]):
+    """``id()`` of the tree nodes that took a person's title and summary (what ``flatten_tree``
+    marks edited); ``excluded``: ``id()`` of those a person excluded from retrieval."""
+
+    excluded: frozenset[int]
+
+    def __new__(cls, edited: Collection[int] = (), excluded: Collection[int] = ()) -> Self:
+        applied = super().__new__(cls, edited)
+        applied.excluded = frozenset(excluded)
+        return applied
+
+
+def apply_edits(
+    root: TreeNode, *, text: str, edits: Mapping[str, NodeEdit | tuple[str, str]]
+) -> AppliedEdits:
+    """Carry a person's titles, summaries and exclusions over to a freshly built tree.
+
+    ``edits`` maps ``edit_key(kind, span text)`` of each edited node to a ``NodeEdit`` (or a
+    plain (title, summary) pair); a new node of the same kind spanning the same text takes it,
+    so edits survive a re-index wherever their span still exists. Returns ``id()`` of the nodes
+    that took a title and summary, and (``.excluded``) of those that stay excluded.
+    Structural edits (split, merge, move, group, dissolve) do not survive: the builder decides
+    the new tree's shape.
     """
     taken: set[int] = set()
+    excluded: set[int] = set()
     for node, _depth in root.walk():
-        edit = edits.get(edit_key(node.kind, text[node.start_char : node.end_char]))
-        if edit is not None:
-            node.title, node.summary = edit
+        found = edits.get(edit_key(node.kind, text[node.start_char : node.end_char]))
+        if found is None:
+            continue
+        edit = NodeEdit(*found)
+        if edit.edited:
+            node.title, node.summary = edit.title, edit.summary
             taken.add(id(node))
-    return frozenset(taken)
+        if edit.excluded:
+            excluded.add(id(node))
+    return AppliedEdits(taken, excluded)
 
 
 def edit_key(kind: str, span_text: str) -> str:

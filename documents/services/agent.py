@@ -80,6 +80,28 @@ def _is_json(text: str) -> bool:
     return True
 
 
+# -- step 1: plan ---------------------------------------------------------------------------------
+
+
+def plan_summary(*, document: Document, created: bool) -> dict[str, Any]:
+    """What `plan` answers about the stored document (every surface words its own next step)."""
+    answer: dict[str, Any] = {
+        "document_id": document.pk,
+        "created": created,
+        "title": document.title,
+        "collection": document.collection.slug,
+        "characters": len(document.content),
+        "tokens": document.token_count,
+        "status": document.status,
+    }
+    if not created:
+        # The same text was planned (or uploaded) before: say what it already has.
+        chunks = agent_chunks(document)
+        answer["builder"] = document.builder
+        answer["agent_chunks"] = len(chunks) if chunks else 0
+    return answer
+
+
 # -- step 2: chunks -------------------------------------------------------------------------------
 
 

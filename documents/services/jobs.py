@@ -17,9 +17,10 @@ from decimal import Decimal
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from documents.ingestion.pipeline import NodeRow, apply_edits, edit_key, flatten_tree
+from documents.ingestion.pipeline import NodeEdit, NodeRow, apply_edits, edit_key, flatten_tree
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
 from documents.models import Document, IngestionJob, Node
@@ -304,14 +305,17 @@ def _note_fallback(job: IngestionJob, reason: str) -> None:
     job.fallback_reason = message
 
 
-def _current_edits(document: Document) -> dict[str, tuple[str, str]]:
-    edited = Node.objects.filter(document=document, edited=True).only(
-        "kind", "start_char", "end_char", "title", "summary"
+def _current_edits(document: Document) -> dict[str, NodeEdit]:
+    """What a person set on the current tree (titles, summaries, exclusions), keyed by kind and text."""
+    nodes = Node.objects.filter(Q(edited=True) | Q(excluded=True), document=document).only(
+        "kind", "start_char", "end_char", "title", "summary", "edited", "excluded"
     )
     text = document.content
     return {
-        edit_key(node.kind, text[node.start_char : node.end_char]): (node.title, node.summary)
-        for node in edited
+        edit_key(node.kind, text[node.start_char : node.end_char]): NodeEdit(
+            node.title, node.summary, node.edited, node.excluded
+        )
+        for node in nodes
     }
 
 

@@ -1,29 +1,29 @@
-"""Writes to document trees: the atomic tree swap, the lexical index, the corpus version, node edits.
+"""Writes to document trees: the atomic tree swap, the lexical index, the corpus version, node texts.
 
 Every write that changes what a query can find moves the corpus version in the same
 transaction, so a cached query result never outlives the corpus it was computed on.
+Structural edits (split, merge, move, group, dissolve, exclude) and undo are in
+``documents.services.edits``; every edit is recorded through ``documents.services.history``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from documents.ingestion.pipeline import TOC_SEPARATOR, NodeRow, embedding_text
-from documents.ingestion.tree import LEAF, ROOT
-from documents.models import CorpusVersion, Document, IngestionJob, Node
+from documents.ingestion.pipeline import NodeRow
+from documents.ingestion.tree import LEAF
+from documents.models import CorpusVersion, Document, IngestionJob, Node, TreeEdit
+from documents.services.edit_tree import NodeEditError
+from documents.services.history import edit_session_open, edit_session_save
 from openfable.celery import queue_task
-from openfable.errors import UserInputError
 
 NODE_TITLE_MAX_CHARS = 500
-
-
-class NodeEditError(UserInputError):
-    """A node edit that would break the tree or its text; the message says what to change."""
 
 
 def corpus_version_bump() -> int:
@@ -40,13 +40,14 @@ DOCUMENT_TERMS_SQL = (
     "INSERT INTO documents_documentterm (document_id, term, frequency) "
     "SELECT n.document_id, t.lexeme, sum(coalesce(array_length(t.positions, 1), 1)) "
     "FROM documents_node n CROSS JOIN LATERAL unnest(n.search) t "
-    "WHERE n.kind = 'leaf' AND n.document_id = ANY(%s) "
+    "WHERE n.kind = 'leaf' AND NOT n.excluded AND n.document_id = ANY(%s) "
     "GROUP BY n.document_id, t.lexeme"
 )
 
 
 def document_terms_refresh(document_ids: list[int]) -> None:
-    """Rewrite the lexical index (``DocumentTerm``) of these documents from their current leaves.
+    """Rewrite the lexical index (``DocumentTerm``) of these documents from their current leaves
+    (those excluded from retrieval left out).
 
     Call it in the transaction that writes a tree, so the index never disagrees with the nodes.
     """
@@ -69,7 +70,8 @@ def document_tree_replace(
 
     ``rows`` come from ``documents.ingestion.pipeline.flatten_tree`` (pre-order, ``order`` =
     row index) and ``vectors`` hold one embedding per row. Queries see the old tree until the
-    commit. Returns the saved nodes in ``rows`` order.
+    commit. The tree version moves, and the document's edit history goes with the old nodes
+    (undo restores node ids that no longer exist). Returns the saved nodes in ``rows`` order.
     """
     if not Document.objects.select_for_update().filter(pk=document.pk).exists():
         raise Document.DoesNotExist(f"document {document.pk} was deleted")
@@ -96,16 +98,19 @@ def document_tree_replace(
                 token_count=row.token_count,
                 embedding=vectors[row.order],
                 edited=row.edited,
+                excluded=row.excluded,
             )
             for row in level
         ]
         Node.objects.bulk_create(nodes, batch_size=500)
         saved.update((row.order, node) for row, node in zip(level, nodes, strict=True))
     document_terms_refresh([document.pk])
+    TreeEdit.objects.filter(document_id=document.pk).delete()
     Document.objects.filter(pk=document.pk).update(
         status=Document.Status.INDEXED,
         builder=builder,
         embedding_model=embedding_model,
+        tree_version=F("tree_version") + 1,
         updated=timezone.now(),
     )
     if job is not None:
@@ -129,13 +134,21 @@ def document_tree_replace(
 class NodeEditResult:
     node: Node
     reembedding: list[int]  # ids of the nodes queued for re-embedding (their text changed)
+    edit: TreeEdit | None = None  # the history entry (None when nothing changed)
 
 
 _UNSET: str = "\x00unset"
 
 
 @transaction.atomic
-def node_update(*, node: Node, title: str = _UNSET, summary: str = _UNSET) -> NodeEditResult:
+def node_update(
+    *,
+    node: Node,
+    title: str = _UNSET,
+    summary: str = _UNSET,
+    user: Any = None,
+    expected_version: int | None = None,
+) -> NodeEditResult:
     """Change a node's title and/or summary: marks it edited, re-embeds what changed, moves the version.
 
     A title is part of the toc path of every node beneath it, and internal nodes are embedded
@@ -143,37 +156,38 @@ def node_update(*, node: Node, title: str = _UNSET, summary: str = _UNSET) -> No
     leaves are embedded from their own text and only change their displayed path. The new
     vectors are computed in the background (``documents.tasks.embed_nodes``); until then the
     nodes keep their old vector and show ``embedding_stale``. The edit survives a re-index
-    wherever the node's text still exists.
+    wherever the node's text still exists. Recorded in the document's history (``TreeEdit``,
+    undone by ``edits.edit_undo``); ``expected_version`` (the document's ``tree_version`` the
+    caller saw) refuses the edit with ``ConflictError`` when someone changed the tree since.
     """
-    locked = Node.objects.select_for_update().select_related("document").get(pk=node.pk)
+    session = edit_session_open(document_id=node.document_id, expected_version=expected_version)
+    current = session.tree.require(node.pk)
     title, summary = node_texts_clean(
-        kind=locked.kind,
-        title=locked.title if title is _UNSET else title,
-        summary=locked.summary if summary is _UNSET else summary,
+        kind=current.kind,
+        title=current.title if title is _UNSET else title,
+        summary=current.summary if summary is _UNSET else summary,
     )
     changes = {
         field: value
         for field, value in (("title", title), ("summary", summary))
-        if value != getattr(locked, field)
+        if value != getattr(current, field)
     }
-    if not changes:
-        return NodeEditResult(node=locked, reembedding=[])
-
-    embedded_before = _embedded_text(locked)
-    for field, value in changes.items():
-        setattr(locked, field, value)
-    locked.edited = True
-    locked.save(update_fields=[*changes, "edited"])
-    stale = set(_refresh_embedding_texts(locked)) if "title" in changes else set()
-    locked.refresh_from_db(fields=["toc_path"])
-    if _embedded_text(locked) != embedded_before:
-        stale.add(locked.pk)
-    if stale:
-        Node.objects.filter(pk__in=stale).update(embedding_stale=True)
-        _queue_embedding(sorted(stale))
+    saved = None
+    if changes:
+        session.tree.set_texts(current.id, title=title, summary=summary)
+        saved = edit_session_save(
+            session,
+            operation=TreeEdit.Operation.UPDATE,
+            arguments={"node": node.pk, **changes},
+            user=user,
+            reshaped=False,
+        )
+    if saved is None:
+        return NodeEditResult(node=Node.objects.get(pk=node.pk), reembedding=[])
+    if saved.reembedding:
+        queue_embedding(saved.reembedding)
     corpus_version_bump()
-    locked.refresh_from_db()
-    return NodeEditResult(node=locked, reembedding=sorted(stale))
+    return NodeEditResult(node=Node.objects.get(pk=node.pk), reembedding=saved.reembedding, edit=saved.edit)
 
 
 def node_texts_clean(*, kind: str, title: object, summary: object) -> tuple[str, str]:
@@ -192,42 +206,6 @@ def node_texts_clean(*, kind: str, title: object, summary: object) -> tuple[str,
     return title, summary
 
 
-def _refresh_embedding_texts(node: Node) -> list[int]:
-    """Recompute the toc paths beneath ``node`` after its title changed; ids whose embedded text changed."""
-    if node.kind == ROOT:
-        return []  # the root's path is the document's title, not its own
-    subtree = list(
-        Node.objects.filter(
-            document_id=node.document_id, start_char__gte=node.start_char, end_char__lte=node.end_char
-        )
-        .order_by("order")
-        .only("id", "parent_id", "kind", "depth", "title", "summary", "toc_path", "content", "order")
-    )
-    assert node.parent_id is not None  # only the root has no parent, and it returned above
-    paths: dict[int | None, str] = {}
-    parent_path = Node.objects.filter(pk=node.parent_id).values_list("toc_path", flat=True).get()
-    changed: list[Node] = []
-    stale: list[int] = []
-    for item in subtree:
-        if item.pk != node.pk and item.parent_id not in paths:
-            continue  # a sibling sharing the span boundary, not a descendant
-        base = parent_path if item.pk == node.pk else paths[item.parent_id]
-        path = base if item.kind == LEAF else f"{base}{TOC_SEPARATOR}{item.title}"
-        paths[item.pk] = path
-        if path != item.toc_path:
-            old_text = _embedded_text(item)
-            item.toc_path = path
-            changed.append(item)
-            if _embedded_text(item) != old_text:
-                stale.append(item.pk)
-    Node.objects.bulk_update(changed, ["toc_path"], batch_size=500)
-    return stale
-
-
-def _embedded_text(node: Node) -> str:
-    return embedding_text(kind=node.kind, toc_path=node.toc_path, summary=node.summary, content=node.content)
-
-
 def _clean_node_text(value: object, *, what: str) -> str:
     if not isinstance(value, str):
         raise NodeEditError(f"A {what} is text, not {type(value).__name__}.")
@@ -243,6 +221,7 @@ def _clean_node_text(value: object, *, what: str) -> str:
     return value
 
 
-def _queue_embedding(node_ids: list[int]) -> None:
+def queue_embedding(node_ids: list[int]) -> None:
+    """Re-embed these nodes in the background once the transaction commits."""
     ids = sorted(node_ids)
     transaction.on_commit(lambda: queue_task("documents.tasks.embed_nodes", ids))

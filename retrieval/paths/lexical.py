@@ -103,7 +103,7 @@ def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None)
     """
     if not terms or (document_ids is not None and not document_ids):
         return LexicalScores({}, 0)  # an empty scope (a user who sees no collection) finds nothing
-    indexed = Document.objects.filter(nodes__kind=Node.Kind.ROOT)
+    indexed = Document.objects.filter(nodes__kind=Node.Kind.ROOT, nodes__excluded=False)
     if document_ids is not None:
         indexed = indexed.filter(pk__in=document_ids)
     scope_sql, scope_params = indexed.values("pk", "token_count").query.sql_with_params()
@@ -123,7 +123,8 @@ def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None)
 
 def node_scores(terms: Sequence[str], *, document_ids: Sequence[int]) -> LexicalScores:
     """BM25 of every node of these documents, each node a BM25 document of its own (see the
-    module docstring); one query. Nodes without a query term are left out (score 0)."""
+    module docstring); one query. Nodes without a query term are left out (score 0), and so are
+    nodes excluded from retrieval (``DocumentTerm`` counts no excluded leaf either)."""
     if not terms or not document_ids:
         return LexicalScores({}, 0)
     node_table = connection.ops.quote_name(Node._meta.db_table)
@@ -131,7 +132,7 @@ def node_scores(terms: Sequence[str], *, document_ids: Sequence[int]) -> Lexical
         cursor.execute(
             "WITH nodes AS MATERIALIZED ("
             f"  SELECT id, search, length(search) AS terms FROM {node_table} "
-            "   WHERE document_id = ANY(%s)), "
+            "   WHERE document_id = ANY(%s) AND NOT excluded), "
             "stats AS (SELECT count(*) AS considered, coalesce(avg(terms), 0) AS average FROM nodes) "
             "SELECT stats.considered, stats.average, n.id, t.lexeme, "
             "       coalesce(array_length(t.positions, 1), 1), n.terms "

@@ -119,7 +119,7 @@ class LLMAnswerError(ValueError):
 def internal_outline_entries(*, document_ids: Sequence[int], max_depth: int) -> list[OutlineEntry]:
     """Internal nodes of depth <= ``max_depth`` of these documents (for LLMselect), one query."""
     rows = (
-        Node.objects.filter(document_id__in=list(document_ids), depth__lte=max_depth)
+        Node.objects.filter(document_id__in=list(document_ids), depth__lte=max_depth, excluded=False)
         .filter(~Q(kind=Node.Kind.LEAF))
         .order_by("document_id", "order")
         .values_list(

@@ -17,6 +17,9 @@ exact scan: a short answer is never returned silently.
 Node level (``nodes_with_similarity``): every node of the selected documents with its exact
 similarity, in one query: TreeExpansion must see the whole tree, not what the index returned.
 
+Nodes a person excluded from retrieval (``Node.excluded``, set on the whole excluded subtree) are
+left out by every query here; the HNSW scan filters them after the index like any filter.
+
 Similarity is ``1 - cosine distance``; embeddings are L2-normalised, so it is the cosine itself.
 """
 
@@ -115,10 +118,10 @@ def ef_search_for(top_k: int) -> int:
 def hnsw_sql(*, filtered: bool) -> str:
     """The index scan. ORDER BY the bare ``<=>`` operator is what lets the planner use HNSW."""
     table = connection.ops.quote_name(Node._meta.db_table)
-    where = "WHERE document_id = ANY(%s) " if filtered else ""
+    where = "document_id = ANY(%s) AND " if filtered else ""
     return (
         f"SELECT id, document_id, 1 - (embedding <=> %s::vector) AS similarity FROM {table} "
-        f"{where}ORDER BY embedding <=> %s::vector LIMIT %s"
+        f"WHERE {where}NOT excluded ORDER BY embedding <=> %s::vector LIMIT %s"
     )
 
 
@@ -135,7 +138,7 @@ def exact_sql(*, filtered: bool = True) -> str:
     where = "document_id = ANY(%s) AND " if filtered else ""
     return (
         f"SELECT id, document_id, 1 - (embedding <=> %s::vector) AS similarity FROM {table} "
-        f"WHERE {where}embedding IS NOT NULL ORDER BY similarity DESC, id LIMIT %s"
+        f"WHERE {where}NOT excluded AND embedding IS NOT NULL ORDER BY similarity DESC, id LIMIT %s"
     )
 
 
@@ -204,6 +207,7 @@ def document_scores(hits: Sequence[NodeHit]) -> dict[int, DocumentVectorScore]:
 
 def nodes_with_similarity(*, document_ids: Sequence[int], query_vector: np.ndarray) -> list[NodeRow]:
     """Every node of these documents with its exact similarity to the query: one query, no N+1.
+    Nodes excluded from retrieval are left out.
 
     The leaf text (``content``) stays in the database: chunk text is sliced from the document.
     """
@@ -213,7 +217,7 @@ def nodes_with_similarity(*, document_ids: Sequence[int], query_vector: np.ndarr
         output_field=FloatField(),
     )
     rows = (
-        Node.objects.filter(document_id__in=list(document_ids))
+        Node.objects.filter(document_id__in=list(document_ids), excluded=False)
         .annotate(similarity=similarity)
         .order_by("document_id", "order")
         .values_list(
@@ -240,7 +244,9 @@ def _embedded_node_count(document_ids: list[int] | None) -> int:
     where = "document_id = ANY(%s) AND " if document_ids is not None else ""
     params = [document_ids] if document_ids is not None else []
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {table} WHERE {where}embedding IS NOT NULL", params)
+        cursor.execute(
+            f"SELECT count(*) FROM {table} WHERE {where}NOT excluded AND embedding IS NOT NULL", params
+        )
         row = cursor.fetchone()
     return int(row[0]) if row else 0
 

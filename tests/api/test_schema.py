@@ -66,7 +66,8 @@ def test_the_api_keeps_to_its_schema(api_schema: Any, bearer: dict[str, str]) ->
         @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
         def keeps_to_the_schema(case: Any) -> None:
             case.call_and_validate(
-                headers=bearer, checks=[not_a_server_error, status_code_conformance, response_schema_conformance]
+                headers=bearer,
+                checks=[not_a_server_error, status_code_conformance, response_schema_conformance],
             )
 
         keeps_to_the_schema()

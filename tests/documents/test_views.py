@@ -83,3 +83,70 @@ def test_json_callers_get_the_one_error_shape() -> None:
     assert (
         error["code"] == "not_found" and "There is no document" in error["message"] and error["details"] == {}
     )
+
+
+def test_the_document_page_shows_the_tree_and_the_selected_node_in_the_text() -> None:
+    from documents.services.documents import document_create
+    from documents.services.jobs import job_run_now
+
+    owner = UserFactory.create()
+    text = "# Guide\n\nVolcanoes form where magma rises.\n\n## Eruptions\n\nSome erupt gently, some explosively.\n"
+    document = document_create(
+        collection=CollectionFactory.create(owner=owner), content=text, queue=False
+    ).document
+    run = job_run_now(document_id=document.pk)
+    assert run is not None and run.succeeded
+    leaf = document.nodes.filter(kind="leaf").order_by("-order").first()
+    assert leaf is not None
+    client = _client_for(owner)
+    page = client.get(reverse("documents:detail", args=[document.pk]), {"node": leaf.pk})
+    body = page.content.decode()
+    assert 'role="tree"' in body and f'id="node-{leaf.pk}"' in body and 'aria-selected="true"' in body
+    assert f'data-start="{leaf.start_char}">{leaf.content}</mark>' in body.replace("&#x27;", "'")
+    fragment = client.get(
+        reverse("documents:detail", args=[document.pk]), {"node": leaf.pk}, HTTP_HX_REQUEST="true"
+    )
+    assert "<html" not in fragment.content.decode() and "selected-text" in fragment.content.decode()
+
+
+def test_tree_edits_from_the_document_page_with_history_and_undo() -> None:
+    from documents.services.documents import document_create
+    from documents.services.jobs import job_run_now
+
+    owner = UserFactory.create()
+    text = "# Guide\n\nVolcanoes form where magma rises. They sit on plate edges.\n\n## Eruptions\n\nSome erupt gently, some explosively.\n"
+    document = document_create(
+        collection=CollectionFactory.create(owner=owner), content=text, queue=False
+    ).document
+    run = job_run_now(document_id=document.pk)
+    assert run is not None and run.succeeded
+    client = _client_for(owner)
+    leaf = document.nodes.filter(kind="leaf", content__contains="magma").get()
+    version = type(document).objects.get(pk=document.pk).tree_version
+    split = client.post(
+        reverse("documents:edit", args=[document.pk, "split"]),
+        {"node": leaf.pk, "position": leaf.start_char + leaf.content.index("They"), "tree_version": version},
+        HTTP_HX_REQUEST="true",
+    )
+    body = split.content.decode()
+    assert split.status_code == 200 and "Split in two." in body and "Undo the latest edit" in body
+    assert document.nodes.filter(kind="leaf", content__startswith="They sit").exists()
+    stale = client.post(
+        reverse("documents:edit", args=[document.pk, "merge"]),
+        {"node": leaf.pk, "tree_version": version},
+        follow=True,
+    )
+    assert "changed the tree" in stale.content.decode() or "reload" in stale.content.decode().lower()
+    refused = client.post(
+        reverse("documents:edit", args=[document.pk, "update"]),
+        {"node": leaf.pk, "title": "x" * 600, "summary": ""},
+        follow=True,
+    )
+    assert "titles hold at most 500" in refused.content.decode()
+    undone = client.post(
+        reverse("documents:edit", args=[document.pk, "undo"]), {"node": leaf.pk}, follow=True
+    )
+    assert "Undone." in undone.content.decode()
+    assert not document.nodes.filter(kind="leaf", content__startswith="They sit").exists()
+    stranger = _client_for(UserFactory.create())
+    assert stranger.post(reverse("documents:edit", args=[document.pk, "undo"]), {}).status_code == 404

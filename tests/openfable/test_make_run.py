@@ -1,4 +1,5 @@
-"""`make run` boots the whole stack on a fresh data folder, serves pages, and stops cleanly."""
+"""`make run` boots the whole stack on a fresh data folder, serves pages, static files and the MCP
+endpoint (uvicorn serving the ASGI app), and stops cleanly."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -67,6 +69,16 @@ def test_make_run_serves_the_home_page_and_admin_then_stops(tmp_path: Path) -> N
         assert "Corpus" in body
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/login/", timeout=5) as response:
             assert response.status == 200
+        # uvicorn serves the ASGI app: static files through WhiteNoise, and the MCP endpoint.
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/static/vendor/htmx.min.js", timeout=5
+        ) as response:
+            assert response.status == 200 and b"htmx" in response.read()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(
+                urllib.request.Request(f"http://127.0.0.1:{port}/v1/mcp", method="POST"), timeout=5
+            )
+        assert refused.value.code == 401, "the MCP endpoint is served, behind the API tokens"
         assert (data_dir / "postgres" / "postmaster.pid").exists()
     finally:
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does

@@ -1,0 +1,227 @@
+"""What each MCP tool does: synchronous functions that call the services and selectors as
+``user`` and render the answer (``mcp_server.render``).
+
+``mcp_server.tools`` declares the tools and runs these through ``mcp_server.sync.run_sync``, in a
+thread of their own. A mistake the caller can fix is raised as a ``UserInputError`` whose message
+says what to call next, in the tools' own words where a service speaks of the command line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from documents import selectors
+from documents.ingestion.boundaries import MarkerNotFoundError
+from documents.ingestion.tree_schema import TreeValidationError
+from documents.models import Document, Node
+from documents.services.agent import (
+    AgentInputError,
+    agent_apply_chunks,
+    agent_apply_tree,
+    agent_chunks,
+    chunk_listing,
+    plan_instructions,
+    plan_summary,
+    tree_instructions,
+    tree_outline,
+)
+from documents.services.documents import document_create, document_delete
+from documents.services.jobs import job_wait
+from mcp_server.render import (
+    collection_entry,
+    document_meta,
+    for_tools,
+    job_entry,
+    node_entry,
+    query_answer,
+)
+from openfable.embeddings import EmbeddingError
+from openfable.errors import ServiceUnavailableError, UserInputError
+from retrieval.services import retrieve
+
+
+def wait_seconds() -> float:
+    """How long ``ingest_document(wait=true)`` waits: the REST API's OPENFABLE_API_WAIT_SECONDS."""
+    return float(getattr(settings, "API_WAIT_SECONDS", 120.0))
+
+
+def ingest_document(
+    *, user: Any, text: str, title: str, collection: str, tags: list[str] | None, builder: str, wait: bool
+) -> dict[str, Any]:
+    created = document_create(
+        collection=collection or None, content=text, title=title, tags=tags, builder=builder, user=user
+    )
+    job = created.job
+    if job is not None and wait:
+        job = job_wait(job=job, timeout=wait_seconds())
+    document = selectors.document_get(user=user, pk=created.document.pk)
+    answer: dict[str, Any] = {
+        "document": document_meta(document),
+        "job": job_entry(job) if job is not None else None,
+        "created": created.created,
+    }
+    if not created.created:
+        answer["note"] = "This text was already in the collection: this is that document; nothing was queued."
+    elif job is not None and not answer["job"]["finished"]:
+        answer["note"] = (
+            f"Still indexing after {wait_seconds():g} s; call job_status with job_id {job.pk} until finished."
+            if wait
+            else f"Indexing in the background; call job_status with job_id {job.pk} until finished."
+        )
+    return answer
+
+
+def list_collections(*, user: Any) -> dict[str, Any]:
+    return {"collections": [collection_entry(found) for found in selectors.collection_list(user=user)]}
+
+
+def list_documents(
+    *, user: Any, collection: str, tag: str, status: str | None, search: str, limit: int, offset: int
+) -> dict[str, Any]:
+    documents = selectors.document_list(
+        user=user, collection=collection or None, tag=tag or None, status=status, search=search or None
+    ).order_by("-created", "-id")
+    total = documents.count()
+    page = [document_meta(document) for document in documents[offset : offset + limit]]
+    return {
+        "count": total,
+        "offset": offset,
+        "next_offset": offset + limit if offset + limit < total else None,
+        "documents": page,
+    }
+
+
+def get_document(*, user: Any, document_id: int, meta_only: bool) -> dict[str, Any]:
+    document = selectors.document_get(user=user, pk=document_id)
+    job = selectors.document_latest_job(document=document)
+    answer = document_meta(document) | {"latest_job": job_entry(job) if job is not None else None}
+    if not meta_only:
+        answer["content"] = document.content
+    return answer
+
+
+def get_tree(*, user: Any, document_id: int, flat: bool) -> dict[str, Any]:
+    document = selectors.document_get(user=user, pk=document_id)
+    answer: dict[str, Any] = {
+        "document_id": document.pk,
+        "title": document.title,
+        "status": document.status,
+        "flat": flat,
+        "nodes": selectors.document_tree(document=document, flat=flat),
+    }
+    if not answer["nodes"]:
+        answer["note"] = f"The document has no tree yet (it is {document.status}); see job_status."
+    return answer
+
+
+def get_node(*, user: Any, node_id: int) -> dict[str, Any]:
+    return node_entry(selectors.node_get(user=user, pk=node_id))
+
+
+def query(
+    *,
+    user: Any,
+    query: str,
+    token_budget: int | None,
+    mode: str | None,
+    collection: str,
+    documents: list[int] | None,
+    tags: list[str] | None,
+) -> dict[str, Any]:
+    result = retrieve(
+        query=query,
+        token_budget=token_budget if token_budget is not None else settings.TOKEN_BUDGET_DEFAULT,
+        mode=mode,
+        collection=collection or None,
+        documents=documents or None,
+        tags=tags or None,
+        user=user,
+    )
+    return query_answer(result)
+
+
+def job_status(*, user: Any, job_id: int) -> dict[str, Any]:
+    return job_entry(selectors.job_get(user=user, pk=job_id))
+
+
+def delete_document(*, user: Any, document_id: int) -> dict[str, Any]:
+    document = selectors.document_get(user=user, pk=document_id)
+    answer = {"deleted": True, "document_id": document.pk, "title": document.title}
+    document_delete(document=document)
+    return answer
+
+
+def plan_document(
+    *, user: Any, text: str, title: str, collection: str, tags: list[str] | None
+) -> dict[str, Any]:
+    created = document_create(
+        collection=collection or None,
+        content=text,
+        title=title,
+        tags=tags,
+        builder=Document.Builder.AGENT,
+        queue=False,
+        user=user,
+    )
+    document = created.document
+    answer = plan_summary(document=document, created=created.created)
+    answer["instructions"] = for_tools(
+        plan_instructions(document.pk),
+        next_step=f"Call apply_chunks with document_id={document.pk} and markers: the opening words of "
+        "each chunk, in document order.",
+    )
+    return answer
+
+
+def apply_chunks(*, user: Any, document_id: int, markers: list[str]) -> dict[str, Any]:
+    document = selectors.document_get(user=user, pk=document_id)
+    try:
+        spans = agent_apply_chunks(document=document, markers=markers)
+    except MarkerNotFoundError as error:
+        raise UserInputError(
+            f"{error}. Fix that marker and call apply_chunks again.", code=error.code
+        ) from None
+    return {
+        "document_id": document.pk,
+        "markers": len(markers),
+        "chunk_count": len(spans),
+        "chunks": chunk_listing(document, spans),
+        "instructions": for_tools(
+            tree_instructions(document.pk, len(spans)),
+            next_step=f"Call apply_tree with document_id={document.pk} and tree: an object matching "
+            "tree_schema over these chunk indexes.",
+        ),
+    }
+
+
+def apply_tree(*, user: Any, document_id: int, tree: dict[str, Any]) -> dict[str, Any]:
+    document = selectors.document_get(user=user, pk=document_id)
+    if agent_chunks(document) is None:
+        raise AgentInputError(
+            f"Document {document.pk} has no chunks yet. Call apply_chunks with its markers first, then "
+            "build the tree over the chunk indexes it returns."
+        )
+    try:
+        job = agent_apply_tree(document=document, data=tree)
+    except TreeValidationError as error:
+        raise UserInputError(f"{error}. Fix the tree and call apply_tree again.", code=error.code) from None
+    except UserInputError:
+        raise  # e.g. an embedding model of the wrong size: its message names the setting
+    except EmbeddingError as error:
+        # The embedding service failed (a setting or an outage): the old tree stays; say why.
+        raise ServiceUnavailableError(
+            f"The tree is valid but embedding it failed: {error}. Nothing was replaced; try again later."
+        ) from None
+    nodes = selectors.document_nodes(document=document)
+    return {
+        "document_id": document.pk,
+        "job_id": job.pk,
+        "status": document.status,
+        "builder": document.builder,
+        "embedding_model": document.embedding_model,
+        "nodes": nodes.count(),
+        "leaves": nodes.filter(kind=Node.Kind.LEAF).count(),
+        "sections": tree_outline(document),
+    }

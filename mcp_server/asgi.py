@@ -1,0 +1,95 @@
+"""The MCP endpoints in front of the Django application, in one ASGI app (``openfable.asgi``).
+
+``/v1/mcp``            streamable HTTP (POST messages; stateless, so any worker serves any request)
+``/v1/mcp/sse``        the SSE transport's event stream (GET), for clients that only speak SSE
+``/v1/mcp/messages/``  where SSE clients post their messages (the stream's first event says so)
+everything else        Django
+
+Both transports sit behind ``security.BearerTokenMiddleware``. The app answers the ASGI lifespan
+itself: the streamable HTTP session manager must run for as long as the server does, and Django
+does not speak lifespan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from django.conf import settings
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_server.security import BearerTokenMiddleware, allowed_hosts, send_error, transport_security
+from mcp_server.tools import build_server
+
+MCP_PATH = "/v1/mcp"
+SSE_PATH = "/v1/mcp/sse"
+MESSAGES_PATH = "/v1/mcp/messages/"
+
+
+def with_mcp(django_app: Callable[..., Awaitable[None]]) -> ASGIApp:
+    """``django_app`` with the MCP endpoints in front of it. Build one per server process."""
+    server = build_server()
+    security = transport_security(allowed_hosts())
+    # The same body limit as the REST API (a whole document travels in one message).
+    body_limit = int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0) or 10_000_000
+    streamable = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        # No session to route back to: with several workers behind one port, any of them can
+        # answer any request. The tools never call back into the client, which is all a
+        # session would add.
+        stateless_http=True,
+        transport_security=security,
+        max_request_body_size=body_limit,
+    )
+    sse = server.sse_app(
+        sse_path=SSE_PATH,
+        message_path=MESSAGES_PATH,
+        transport_security=security,
+        max_request_body_size=body_limit,
+    )
+    return _App(django=django_app, streamable=streamable, sse=sse)
+
+
+class _App:
+    def __init__(self, *, django: Callable[..., Awaitable[None]], streamable: ASGIApp, sse: ASGIApp) -> None:
+        self.django = django
+        self.streamable = streamable
+        self.mcp_streamable = BearerTokenMiddleware(streamable)
+        self.mcp_sse = BearerTokenMiddleware(sse)
+        self.running = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if path == SSE_PATH or path.startswith(MESSAGES_PATH):
+            await self._mcp(self.mcp_sse, scope, receive, send)
+        elif path == MCP_PATH or path.startswith(MCP_PATH + "/"):
+            await self._mcp(self.mcp_streamable, scope, receive, send)
+        else:
+            await self.django(scope, receive, send)
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # The streamable HTTP app's own lifespan starts its session manager; note when it runs.
+        async def observed_send(message: Message) -> None:
+            if message["type"] == "lifespan.startup.complete":
+                self.running = True
+            elif message["type"].startswith("lifespan.shutdown"):
+                self.running = False
+            await send(message)
+
+        await self.streamable(scope, receive, observed_send)
+
+    async def _mcp(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.running and scope["type"] == "http":
+            # Served without the ASGI lifespan (e.g. uvicorn --lifespan off): say so, rather
+            # than fail each request with the SDK's "task group is not initialized".
+            await send_error(
+                send,
+                503,
+                "unavailable",
+                "The MCP endpoints need the ASGI lifespan; serve the app with uvicorn or gunicorn's "
+                "uvicorn worker, lifespan on.",
+            )
+            return
+        await app(scope, receive, send)

@@ -1,0 +1,151 @@
+"""Who may reach the MCP endpoints: the allowed hosts and the API tokens.
+
+Two layers, both in front of the two transports:
+
+* ``BearerTokenMiddleware`` (ASGI) answers 421 for a Host outside ``ALLOWED_HOSTS`` (Django's
+  own matching, so ``OPENFABLE_ALLOWED_HOSTS`` means the same here as for every page) and 401
+  for a missing, unknown or revoked token (``openfable.api_tokens.token_user``). It hands the
+  token's user on as ``scope["user"]``, a ``TokenUser``: the SDK binds each session to it (a
+  session opened with one token answers 404 to another) and the tools read the Django user
+  from it.
+* ``transport_security`` turns the same host list into the SDK's DNS-rebinding protection,
+  which also checks the Origin header that browsers send.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError
+from django.http.request import split_domain_port, validate_host
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.authentication import AuthCredentials
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_server.sync import run_sync
+from openfable.api_tokens import token_user
+
+logger = logging.getLogger(__name__)
+
+
+class TokenUser(AuthenticatedUser):
+    """The SDK's authenticated user, carrying the Django user the token belongs to.
+
+    The principal is the token (``client_id``), so a session opened with one token cannot be
+    driven with another, even of the same person.
+    """
+
+    def __init__(self, *, user: Any, token: Any) -> None:
+        super().__init__(
+            AccessToken(
+                token=token.prefix, client_id=f"api-token-{token.pk}", scopes=[], subject=str(user.pk)
+            )
+        )
+        self.user = user
+
+
+def allowed_hosts() -> list[str]:
+    """Django's ALLOWED_HOSTS as Django applies it: with DEBUG on and none set, the local names."""
+    if settings.DEBUG and not settings.ALLOWED_HOSTS:
+        return [".localhost", "127.0.0.1", "[::1]"]
+    return list(settings.ALLOWED_HOSTS)
+
+
+def transport_security(names: Sequence[str]) -> TransportSecuritySettings:
+    """The SDK's Host/Origin checks for ``names`` (Django's ALLOWED_HOSTS).
+
+    The SDK matches exact names (any port); Django also knows ``*`` and ``.example.com``
+    (a domain and its subdomains). With one of those in the list the SDK's check is left off:
+    ``BearerTokenMiddleware`` has already checked the Host with Django's rules, and an Origin
+    allowlist cannot be written for a pattern.
+    """
+    hosts = [host.strip().lower() for host in names if host.strip()]
+    if not hosts or any(host == "*" or host.startswith(".") for host in hosts):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[name for host in hosts for name in (host, f"{host}:*")],
+        allowed_origins=[
+            origin
+            for host in hosts
+            for scheme in ("http", "https")
+            for origin in (f"{scheme}://{host}", f"{scheme}://{host}:*")
+        ],
+    )
+
+
+def bearer_key(headers: Headers) -> str | None:
+    """The key of an ``Authorization: Bearer <key>`` header; None when there is no such header."""
+    scheme, _, key = headers.get("authorization", "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not key.strip():
+        return None
+    return key.strip()
+
+
+class BearerTokenMiddleware:
+    """Refuse requests to a host not served here (421) or without a valid API token (401)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        domain, _ = split_domain_port(headers.get("host", ""))
+        if not domain or not validate_host(domain, allowed_hosts()):
+            await send_error(
+                send,
+                421,
+                "invalid_host",
+                f"The host {headers.get('host', '')!r} is not served here; the server's "
+                "OPENFABLE_ALLOWED_HOSTS lists the names it answers to.",
+            )
+            return
+        key = bearer_key(headers)
+        if key is None:
+            await send_error(
+                send,
+                401,
+                "not_authenticated",
+                "Send an API token as `Authorization: Bearer <token>`. Make one in the admin "
+                "(API tokens) or with POST /v1/api/tokens.",
+                challenge="Bearer",
+            )
+            return
+        try:
+            found = await run_sync(token_user, key)
+        except DatabaseError:
+            logger.exception("MCP: the token could not be checked")
+            await send_error(send, 503, "unavailable", "The database is not reachable; try again shortly.")
+            return
+        if found is None:
+            await send_error(
+                send,
+                401,
+                "invalid_token",
+                "This token is unknown or was revoked. Make a new one in the admin or with POST /v1/api/tokens.",
+                challenge='Bearer error="invalid_token"',
+            )
+            return
+        user, token = found
+        scope = {**scope, "user": TokenUser(user=user, token=token), "auth": AuthCredentials([])}
+        await self.app(scope, receive, send)
+
+
+async def send_error(send: Send, status: int, code: str, message: str, *, challenge: str = "") -> None:
+    """Answer with the project's error body, ``{"error": {"code", "message", "details"}}``."""
+    body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if challenge:
+        headers.append((b"www-authenticate", challenge.encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,113 @@
+"""The query page: a budgeted query over the collections the user can see, the evidence shown in
+place (each chunk inside its document's text, the rest collapsed), with what the engine did."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import render
+
+from documents import selectors
+from openfable.errors import UserInputError
+from openfable.http import HtmxHttpRequest
+from retrieval.result import MODES, RetrievalResult
+from retrieval.services import retrieve
+
+RECENT_QUERIES = 10
+CONTEXT_CHARS = 160  # text shown before and after a chunk; the rest is collapsed
+_SESSION_KEY = "query_page"
+
+
+@login_required
+def query_page(request: HtmxHttpRequest) -> HttpResponse:
+    remembered: dict[str, Any] = request.session.get(_SESSION_KEY, {})
+    asked = "query" in request.GET
+    values = _values(request.GET if asked else remembered.get("last", {}))
+    context: dict[str, Any] = {
+        "values": values,
+        "modes": MODES,
+        "budget_min": settings.TOKEN_BUDGET_MIN,
+        "budget_max": settings.TOKEN_BUDGET_MAX,
+        "collections": selectors.collection_list(user=request.user),
+        "recent": remembered.get("recent", []),
+    }
+    status = 200
+    if asked:
+        try:
+            result = retrieve(
+                query=values["query"],
+                token_budget=_budget(values["budget"]),
+                mode=values["mode"] or None,
+                collection=values["collection"] or None,
+                tags=[tag.strip() for tag in values["tags"].split(",") if tag.strip()] or None,
+                user=request.user,
+            )
+        except UserInputError as error:
+            context["error"] = error
+            status = 200 if request.htmx else 400
+        else:
+            context.update(_result_context(result, user=request.user))
+            _remember(request, values)
+            context["recent"] = request.session[_SESSION_KEY]["recent"]
+    template = "retrieval/query.html#results" if request.htmx else "retrieval/query.html"
+    return render(request, template, context, status=status)
+
+
+def _values(source: Any) -> dict[str, str]:
+    return {
+        "query": str(source.get("query", "")),
+        "budget": str(source.get("budget", settings.TOKEN_BUDGET_DEFAULT)),
+        "mode": str(source.get("mode", "")),
+        "collection": str(source.get("collection", "")),
+        "tags": str(source.get("tags", "")),
+    }
+
+
+def _budget(raw: str) -> Any:
+    """A whole number when the text is one; otherwise the text, for retrieve() to refuse in words."""
+    return int(raw) if raw.strip().lstrip("-").isdigit() else raw
+
+
+def _remember(request: HtmxHttpRequest, values: dict[str, str]) -> None:
+    state = request.session.get(_SESSION_KEY, {})
+    recent = [item for item in state.get("recent", []) if item != values]
+    state["last"] = values
+    state["recent"] = [values, *recent][:RECENT_QUERIES]
+    request.session[_SESSION_KEY] = state
+
+
+def _result_context(result: RetrievalResult, *, user: Any) -> dict[str, Any]:
+    """Chunks grouped by document (document rank, then offset), each inside its document's text."""
+    contents = dict(
+        selectors.documents_visible(user=user)
+        .filter(pk__in={chunk.document_id for chunk in result.chunks})
+        .values_list("pk", "content")
+    )
+    groups: OrderedDict[int, dict[str, Any]] = OrderedDict()
+    for chunk in result.chunks:
+        text = contents.get(chunk.document_id, "")
+        group = groups.setdefault(
+            chunk.document_id, {"document_id": chunk.document_id, "title": chunk.document_title, "chunks": []}
+        )
+        before_start = max(0, chunk.start_char - CONTEXT_CHARS)
+        after_end = min(len(text), chunk.end_char + CONTEXT_CHARS)
+        group["chunks"].append(
+            {
+                "chunk": chunk,
+                "before": text[before_start : chunk.start_char],
+                "after": text[chunk.end_char : after_end],
+                "cut_before": before_start > 0,
+                "cut_after": after_end < len(text),
+                "scores": chunk.scores.to_dict(),
+            }
+        )
+    return {
+        "result": result,
+        "groups": list(groups.values()),
+        "budget_share": round(100 * result.total_tokens / result.token_budget) if result.token_budget else 0,
+        "context_text": "\n\n".join(chunk.text for chunk in result.chunks),
+    }

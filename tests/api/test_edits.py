@@ -1,0 +1,93 @@
+"""Tree edits through the REST API: the same services, validation and messages as the UI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from documents.models import Document, Node
+from tests.api.conftest import People
+
+pytestmark = pytest.mark.django_db
+API = "/v1/api"
+
+
+def _nodes(document: Document, kind: str) -> list[Node]:
+    return list(Node.objects.filter(document=document, kind=kind).order_by("order"))
+
+
+def test_split_merge_move_group_dissolve_undo_and_history(people: People, indexed: Document) -> None:
+    client = people.client(people.member)
+    version = client.get(f"{API}/documents/{indexed.pk}?meta_only=true").json()["tree_version"]
+    leaf = max(_nodes(indexed, "leaf"), key=lambda node: node.end_char - node.start_char)
+    middle = (leaf.start_char + leaf.end_char) // 2
+
+    split = client.post(
+        f"{API}/nodes/{leaf.pk}/split",
+        {"position": middle, "snap": False, "expected_version": version},
+        format="json",
+    )
+    assert split.status_code == 200, split.json()
+    body = split.json()
+    assert body["node"]["end_char"] == middle and len(body["created"]) == 1 and body["tree_version"] > version
+
+    stale = client.post(f"{API}/nodes/{leaf.pk}/merge", {"expected_version": version}, format="json")
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "conflict"
+    merged = client.post(
+        f"{API}/nodes/{leaf.pk}/merge", {"expected_version": body["tree_version"]}, format="json"
+    )
+    assert merged.status_code == 200 and merged.json()["node"]["end_char"] == leaf.end_char
+
+    sections = _nodes(indexed, "section")
+    grouped = client.post(
+        f"{API}/documents/{indexed.pk}/group",
+        {"first": sections[0].pk, "last": sections[-1].pk, "title": "Everything", "summary": "All sections."},
+        format="json",
+    )
+    assert grouped.status_code == 200, grouped.json()
+    group = grouped.json()["node"]
+    assert group["title"] == "Everything" and group["kind"] == "section"
+    dissolved = client.post(f"{API}/nodes/{group['id']}/dissolve", {}, format="json")
+    assert dissolved.status_code == 200, dissolved.json()
+
+    history = client.get(f"{API}/documents/{indexed.pk}/history").json()["results"]
+    assert [item["operation"] for item in history] == ["dissolve", "group", "merge", "split"]
+    assert history[0]["user"] == people.member.username
+    for _ in range(4):
+        assert client.post(f"{API}/documents/{indexed.pk}/undo", {}, format="json").status_code == 200
+    restored = [
+        (n.pk, n.kind, n.start_char, n.end_char)
+        for n in Node.objects.filter(document=indexed).order_by("order")
+    ]
+    assert (leaf.pk, "leaf", leaf.start_char, leaf.end_char) in restored
+
+
+def test_exclude_through_patch_and_a_refused_split(people: People, indexed: Document) -> None:
+    client = people.client(people.owner)
+    section = _nodes(indexed, "section")[-1]
+    excluded = client.patch(f"{API}/nodes/{section.pk}", {"excluded": True}, format="json")
+    assert excluded.status_code == 200 and excluded.json()["excluded"] is True
+    assert all(
+        node.excluded
+        for node in Node.objects.filter(
+            document=indexed, start_char__gte=section.start_char, end_char__lte=section.end_char
+        )
+    )
+    leaf = _nodes(indexed, "leaf")[0]
+    outside = client.post(
+        f"{API}/nodes/{leaf.pk}/split", {"position": leaf.end_char + 5, "snap": False}, format="json"
+    )
+    assert outside.status_code == 400 and outside.json()["error"]["message"]
+
+
+def test_strangers_cannot_edit(people: People, indexed: Document) -> None:
+    stranger = people.client(people.stranger)
+    leaf: Any = _nodes(indexed, "leaf")[0]
+    for url, payload in [
+        (f"{API}/nodes/{leaf.pk}/split", {"position": leaf.start_char + 2}),
+        (f"{API}/nodes/{leaf.pk}/merge", {}),
+        (f"{API}/documents/{indexed.pk}/undo", {}),
+    ]:
+        assert stranger.post(url, payload, format="json").status_code == 404, url
+    assert stranger.get(f"{API}/documents/{indexed.pk}/history").status_code == 404

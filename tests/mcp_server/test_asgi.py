@@ -1,0 +1,133 @@
+"""The ASGI app: MCP at /v1/mcp behind the API tokens and the allowed hosts, Django for the rest."""
+
+from __future__ import annotations
+
+import anyio
+import httpx2
+import pytest
+from starlette.testclient import TestClient
+
+from tests.mcp_server.conftest import TRANSPORTS, Person, connect
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "tests", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def test_every_mcp_endpoint_refuses_a_request_without_a_token(live_url: str, person: Person) -> None:
+    with httpx2.Client(base_url=live_url, timeout=10) as http:
+        answers = [
+            http.post("/v1/mcp", json=INITIALIZE, headers=MCP_HEADERS),
+            http.get("/v1/mcp/sse"),
+            http.post("/v1/mcp/messages/?session_id=0", json=INITIALIZE),
+            http.post("/v1/mcp", json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Basic eDp5"}),
+        ]
+    for answer in answers:
+        assert answer.status_code == 401, answer.text
+        assert answer.headers["www-authenticate"] == "Bearer"
+        assert answer.json()["error"]["code"] == "not_authenticated"
+
+
+def test_an_unknown_or_revoked_token_is_refused(live_url: str, person: Person) -> None:
+    anyio.run(person.revoke)
+    with httpx2.Client(base_url=live_url, timeout=10) as http:
+        for key in (person.key, "of_not-a-key", "something-else"):
+            headers = {**MCP_HEADERS, "Authorization": f"Bearer {key}"}
+            answer = http.post("/v1/mcp", json=INITIALIZE, headers=headers)
+            assert answer.status_code == 401, answer.text
+            assert answer.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+            assert "revoked" in answer.json()["error"]["message"]
+            assert http.get("/v1/mcp/sse", headers={"Authorization": f"Bearer {key}"}).status_code == 401
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_the_sdk_client_cannot_connect_without_a_valid_token(
+    live_url: str, person: Person, transport: str
+) -> None:
+    async def attempt(key: str | None) -> None:
+        async with connect(live_url, transport, key) as client:
+            await client.list_tools()
+
+    with pytest.raises(Exception):  # noqa: B017 (the SDK surfaces a 401 as its transport's error)
+        anyio.run(attempt, None)
+    anyio.run(person.revoke)
+    with pytest.raises(Exception):  # noqa: B017
+        anyio.run(attempt, person.key)
+
+
+def test_a_token_revoked_during_a_session_stops_the_next_call(live_url: str, person: Person) -> None:
+    async def scenario() -> None:
+        async with connect(live_url, "streamable-http", person.key) as client:
+            await client.list_tools()
+            await person.revoke()
+            with pytest.raises(Exception):  # noqa: B017
+                await client.call_tool("list_documents", {})
+
+    anyio.run(scenario)
+
+
+def test_an_sse_session_answers_only_the_token_that_opened_it(live_url: str, person: Person) -> None:
+    from openfable.api_tokens import token_create
+
+    _, other_key = token_create(user=person.user, name="another program")
+    with httpx2.Client(base_url=live_url, timeout=10) as http:
+        own = {"Authorization": f"Bearer {person.key}"}
+        with http.stream("GET", "/v1/mcp/sse", headers=own) as events:
+            lines = events.iter_lines()  # kept: a collected line iterator would close the stream
+            endpoint = next(line for line in lines if line.startswith("data: "))[len("data: ") :]
+            assert endpoint.startswith("/v1/mcp/messages/?session_id=")
+            other = http.post(endpoint, json=INITIALIZE, headers={"Authorization": f"Bearer {other_key}"})
+            assert other.status_code == 404
+            assert http.post(endpoint, json=INITIALIZE, headers=own).status_code == 202
+
+
+def test_a_host_not_in_allowed_hosts_is_refused(live_url: str, person: Person) -> None:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {person.key}", "Host": "rebound.example"}
+    with httpx2.Client(base_url=live_url, timeout=10) as http:
+        answer = http.post("/v1/mcp", json=INITIALIZE, headers=headers)
+    assert answer.status_code == 421
+    assert answer.json()["error"]["code"] == "invalid_host"
+
+
+def test_an_origin_of_another_site_is_refused(live_url: str, person: Person) -> None:
+    # The SDK's DNS-rebinding protection, armed with the names in ALLOWED_HOSTS.
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {person.key}", "Origin": "http://rebound.example"}
+    with httpx2.Client(base_url=live_url, timeout=10) as http:
+        assert http.post("/v1/mcp", json=INITIALIZE, headers=headers).status_code == 403
+        same_site = {**headers, "Origin": live_url}
+        assert http.post("/v1/mcp", json=INITIALIZE, headers=same_site).status_code == 200
+
+
+# WhiteNoise hands Django a synchronous file iterator, which Django's ASGI handler reads in a
+# thread and warns about: the file is served all the same.
+@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume synchronous iterators")
+def test_everything_else_is_django_with_its_static_files(live_url: str) -> None:
+    with httpx2.Client(base_url=live_url, timeout=10) as http:
+        home = http.get("/")
+        login = http.get("/accounts/login/")
+        script = http.get("/static/vendor/htmx.min.js")
+    assert home.status_code == 302 and "/accounts/login/" in home.headers["location"]
+    assert login.status_code == 200 and "csrfmiddlewaretoken" in login.text
+    assert script.status_code == 200 and "htmx" in script.text
+
+
+def test_without_the_lifespan_the_mcp_endpoints_say_what_is_missing(person: Person) -> None:
+    from django.core.asgi import get_asgi_application
+
+    from mcp_server.asgi import with_mcp
+
+    # No `with` block: the test client sends no lifespan events, like `uvicorn --lifespan off`.
+    client = TestClient(with_mcp(get_asgi_application()), base_url="http://127.0.0.1:8000")
+    answer = client.post("/v1/mcp", json=INITIALIZE, headers={"Authorization": f"Bearer {person.key}"})
+    assert answer.status_code == 503
+    assert "lifespan" in answer.json()["error"]["message"]

@@ -1,0 +1,105 @@
+"""The query page: budgeted results highlighted in place, in document order, settings remembered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from documents.models import Document
+from documents.services.documents import document_create
+from documents.services.jobs import job_run_now
+from tests.factories import CollectionFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+QUERY = reverse("retrieval:query")
+GUIDE = (
+    "# Field guide\n\nA short guide to volcanoes and their eruptions.\n\n"
+    "## Formation\n\nVolcanoes form where magma reaches the surface. Most sit on plate boundaries.\n\n"
+    "## Eruptions\n\nShield volcanoes erupt gently. Stratovolcanoes erupt explosively and build steep cones.\n"
+)
+
+
+@pytest.fixture
+def owner() -> Any:
+    return UserFactory.create()
+
+
+@pytest.fixture
+def guide(owner: Any) -> Document:
+    document = document_create(
+        collection=CollectionFactory.create(owner=owner, slug="volcanoes"),
+        content=GUIDE,
+        title="Guide",
+        queue=False,
+    ).document
+    run = job_run_now(document_id=document.pk)
+    assert run is not None and run.succeeded
+    return document
+
+
+def _client(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_an_empty_page_says_what_to_do(owner: Any) -> None:
+    body = _client(owner).get(QUERY).content.decode()
+    assert "Ask a question" in body and 'name="budget"' in body and 'type="range"' in body
+
+
+def test_results_are_highlighted_in_place_within_the_budget(owner: Any, guide: Document) -> None:
+    response = _client(owner).get(
+        QUERY, {"query": "How do stratovolcanoes erupt?", "budget": "100", "mode": "vector"}
+    )
+    assert response.status_code == 200
+    result = response.context["result"]
+    assert 0 < result.total_tokens <= 100
+    starts = [chunk.start_char for chunk in result.chunks]
+    assert starts == sorted(starts), "document order"
+    body = response.content.decode()
+    for chunk in result.chunks:
+        assert f"<mark>{chunk.text}" in body.replace("&#x27;", "'")
+        assert f"?node={chunk.node_id}" in body
+    assert "Copy context" in body and "Paths and timings" in body and "tree_expansion" in body
+
+
+def test_htmx_gets_the_results_fragment_and_settings_are_remembered(owner: Any, guide: Document) -> None:
+    client = _client(owner)
+    fragment = client.get(
+        QUERY, {"query": "magma", "budget": "300", "collection": "volcanoes"}, HTTP_HX_REQUEST="true"
+    )
+    assert fragment.status_code == 200 and "<html" not in fragment.content.decode()
+    page = client.get(QUERY).content.decode()
+    assert 'value="magma"' in page and 'value="300"' in page and "Recent queries" in page
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"query": "magma", "budget": "99"}, "outside the accepted range"),
+        ({"query": "magma", "budget": "lots"}, "must be a whole number"),
+        ({"query": "   ", "budget": "500"}, "The query is empty"),
+        ({"query": "magma", "budget": "500", "collection": "someone-elses"}, "There is no collection"),
+    ],
+)
+def test_bad_input_is_shown_in_the_engines_words(
+    owner: Any, guide: Document, params: dict[str, str], message: str
+) -> None:
+    response = _client(owner).get(QUERY, params)
+    assert response.status_code == 400 and message in response.content.decode()
+
+
+def test_a_stranger_never_sees_anothers_chunks(guide: Document) -> None:
+    stranger = UserFactory.create()
+    response = _client(stranger).get(QUERY, {"query": "volcanoes erupt", "budget": "1000"})
+    assert response.status_code == 200 and response.context["result"].chunks == ()
+    assert "Volcanoes form" not in response.content.decode()
+
+
+def test_the_page_needs_a_sign_in(client: Client) -> None:
+    response = client.get(QUERY)
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
