@@ -157,12 +157,16 @@ def _row_document(request: HtmxHttpRequest, pk: int) -> Document:
 @login_required
 def document_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The tree as an outline; a selected node (``?node=``) shown inside the whole text."""
+    return _detail(request, pk, node_id=selectors.as_id(request.GET.get("node")))
+
+
+def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpResponse:
     document = selectors.document_get(user=request.user, pk=pk)  # NotFoundError: a 404 page
     tree = selectors.document_tree(document=document)
     flat = {node["id"]: node for node in _walk(tree)}
     for node in flat.values():
         node["label"] = node["title"] or _opening(document.content[node["start_char"] : node["end_char"]])
-    selected = flat.get(selectors.as_id(request.GET.get("node")) or -1) or (tree[0] if tree else None)
+    selected = flat.get(node_id or -1) or (tree[0] if tree else None)
     context = {
         "document": document,
         "tree": tree,
@@ -233,9 +237,7 @@ def document_edit(request: HtmxHttpRequest, pk: int, operation: str) -> HttpResp
     else:
         messages.success(request, _DONE.get(operation, "Saved."))
     if request.htmx:
-        request.GET = request.GET.copy()
-        request.GET["node"] = str(selected or "")
-        return document_detail(request, pk)
+        return _detail(request, pk, node_id=selected)
     return redirect(f"{document.get_absolute_url()}?node={selected or ''}")
 
 

@@ -43,7 +43,8 @@ class SplitSerializer(VersionSerializer):
 
 
 class MoveSerializer(VersionSerializer):
-    parent = serializers.IntegerField(help_text="the id of the new parent node")
+    # DRF's metaclass moves declared fields off the class: the name clashes with Field.parent for mypy only.
+    parent = serializers.IntegerField(help_text="the id of the new parent node")  # type: ignore[assignment]
     position = serializers.IntegerField(required=False, allow_null=True, help_text="0 = first; empty = last")
 
 
