@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 import uvicorn
@@ -109,3 +110,25 @@ async def connect(base_url: str, transport: str, key: str | None) -> AsyncIterat
         Client(streamable_http_client(f"{base_url}/v1/mcp", http_client=http), mode=mode) as client,
     ):
         yield client
+
+
+def run_async(function: Any, *args: Any) -> Any:
+    """``anyio.run(function, *args)`` on a thread of its own.
+
+    Playwright's sync API (the browser tests, earlier in the same session) keeps an event loop
+    running on the main thread, and a loop cannot be started inside another: a fresh thread has none.
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = anyio.run(function, *args)
+        except BaseException as error:  # re-raised on the caller's thread, assertion errors included
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name="mcp-test-client")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import anyio
 import httpx2
 import pytest
 from starlette.testclient import TestClient
 
-from tests.mcp_server.conftest import TRANSPORTS, Person, connect
+from tests.mcp_server.conftest import TRANSPORTS, Person, connect, run_async
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,7 +38,7 @@ def test_every_mcp_endpoint_refuses_a_request_without_a_token(live_url: str, per
 
 
 def test_an_unknown_or_revoked_token_is_refused(live_url: str, person: Person) -> None:
-    anyio.run(person.revoke)
+    run_async(person.revoke)
     with httpx2.Client(base_url=live_url, timeout=10) as http:
         for key in (person.key, "of_not-a-key", "something-else"):
             headers = {**MCP_HEADERS, "Authorization": f"Bearer {key}"}
@@ -59,10 +58,10 @@ def test_the_sdk_client_cannot_connect_without_a_valid_token(
             await client.list_tools()
 
     with pytest.raises(Exception):  # noqa: B017 (the SDK surfaces a 401 as its transport's error)
-        anyio.run(attempt, None)
-    anyio.run(person.revoke)
+        run_async(attempt, None)
+    run_async(person.revoke)
     with pytest.raises(Exception):  # noqa: B017
-        anyio.run(attempt, person.key)
+        run_async(attempt, person.key)
 
 
 def test_a_token_revoked_during_a_session_stops_the_next_call(live_url: str, person: Person) -> None:
@@ -73,7 +72,7 @@ def test_a_token_revoked_during_a_session_stops_the_next_call(live_url: str, per
             with pytest.raises(Exception):  # noqa: B017
                 await client.call_tool("list_documents", {})
 
-    anyio.run(scenario)
+    run_async(scenario)
 
 
 def test_an_sse_session_answers_only_the_token_that_opened_it(live_url: str, person: Person) -> None:

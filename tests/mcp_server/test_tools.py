@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult
 
 from mcp_server.tools import TOOL_NAMES
-from tests.mcp_server.conftest import GUIDE, TRANSPORTS, Person, connect
+from tests.mcp_server.conftest import GUIDE, TRANSPORTS, Person, connect, run_async
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -39,7 +38,7 @@ def test_lists_every_tool_with_a_description_and_schema(
         assert tools["delete_document"].annotations is not None
         assert tools["delete_document"].annotations.destructive_hint is True
 
-    anyio.run(scenario)
+    run_async(scenario)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -69,7 +68,7 @@ def test_ingest_with_wait_returns_it_indexed_and_query_finds_it(
             assert again["created"] is False and again["job"] is None
             assert again["document"]["document_id"] == document["document_id"]
 
-    anyio.run(scenario)
+    run_async(scenario)
 
 
 def test_reading_tools_answer_what_the_rest_api_would(
@@ -107,7 +106,7 @@ def test_reading_tools_answer_what_the_rest_api_would(
             gone = await client.call_tool("get_document", {"document_id": document_id})
             assert gone.is_error
 
-    anyio.run(scenario)
+    run_async(scenario)
 
 
 @pytest.mark.parametrize("transport", ["streamable-http", "sse"])
@@ -166,7 +165,7 @@ def test_agent_path_saves_the_agents_own_tree(live_url: str, person: Person, tra
             found = await _call(client, "query", query="explosive stratovolcanoes", documents=[document_id])
             assert any("Stratovolcanoes erupt explosively" in chunk["content"] for chunk in found["chunks"])
 
-    anyio.run(scenario)
+    run_async(scenario)
 
 
 def test_user_errors_come_back_as_tool_errors_with_the_services_message(
@@ -205,7 +204,7 @@ def test_user_errors_come_back_as_tool_errors_with_the_services_message(
             )
             assert bad_tree.is_error and "Fix the tree and call apply_tree again" in _text(bad_tree)
 
-    anyio.run(scenario)
+    run_async(scenario)
 
 
 def test_a_strangers_documents_read_as_absent(live_url: str, person: Person, eager_tasks: None) -> None:
@@ -225,7 +224,7 @@ def test_a_strangers_documents_read_as_absent(live_url: str, person: Person, eag
             foreign = await client.call_tool("ingest_document", {"text": GUIDE, "collection": "volcanoes"})
             assert foreign.is_error and "no collection" in _text(foreign)
 
-    anyio.run(scenario)
+    run_async(scenario)
 
 
 def test_a_crash_is_reported_without_its_text_or_traceback(
@@ -242,4 +241,4 @@ def test_a_crash_is_reported_without_its_text_or_traceback(
         assert crashed.is_error
         assert _text(crashed) == "Error executing tool query"
 
-    anyio.run(scenario)
+    run_async(scenario)
