@@ -19,9 +19,17 @@ from documents import selectors
 from documents.forms import UploadForm
 from documents.models import Document, IngestionJob
 from documents.services import edits
-from documents.services.documents import document_create, document_delete, document_reindex, job_retry
+from documents.services.documents import (
+    collection_create,
+    collection_delete,
+    collection_update,
+    document_create,
+    document_delete,
+    document_reindex,
+    job_retry,
+)
 from documents.services.trees import node_update
-from openfable.errors import NotFoundError, UserInputError
+from openfable.errors import NotFoundError, PermissionDeniedError, UserInputError
 from openfable.http import HtmxHttpRequest
 
 PAGE_SIZE = 25
@@ -308,3 +316,67 @@ def _number(raw: object, name: str) -> int:
 
 def _version(raw: object) -> int | None:
     return int(str(raw)) if str(raw or "").isdigit() else None
+
+
+# -- collections ---------------------------------------------------------------------------------
+
+
+@login_required
+def collections_page(request: HtmxHttpRequest) -> HttpResponse:
+    """The collections a person can see; a new one is theirs."""
+    error: UserInputError | None = None
+    if request.method == "POST":
+        try:
+            made = collection_create(
+                name=request.POST.get("name", ""), slug=request.POST.get("slug", ""), owner=request.user
+            )
+        except UserInputError as problem:
+            error = problem
+        else:
+            messages.success(request, f"Made “{made.name}”.")
+            return redirect("documents:collection", slug=made.slug)
+    collections = (
+        selectors.collection_list(user=request.user).select_related("owner").prefetch_related("members")
+    )
+    return render(
+        request,
+        "documents/collections.html",
+        {"collections": collections, "error": error},
+        status=400 if error else 200,
+    )
+
+
+@login_required
+def collection_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """Rename, share (members by username) or delete a collection: its owner only."""
+    collection = selectors.collection_get(user=request.user, collection=slug)
+    manages = selectors.collection_may_manage(user=request.user, collection=collection)
+    error: UserInputError | None = None
+    if request.method == "POST":
+        try:
+            if not manages:
+                raise PermissionDeniedError("Only the collection's owner can rename, share or delete it.")
+            if request.POST.get("delete") == collection.slug:
+                collection_delete(collection=collection)
+                messages.success(request, f"Deleted “{collection.name}” and its documents.")
+                return redirect("documents:collections")
+            if "delete" in request.POST:
+                raise UserInputError(f"Type the slug {collection.slug!r} to confirm the deletion.")
+            names = [name.strip() for name in request.POST.get("members", "").split(",") if name.strip()]
+            collection_update(
+                collection=collection,
+                name=request.POST.get("name", collection.name),
+                members=selectors.users_named(names),
+            )
+            messages.success(request, "Saved.")
+            return redirect("documents:collection", slug=collection.slug)
+        except UserInputError as problem:
+            error = problem
+    context = {
+        "collection": collection,
+        "manages": manages,
+        "members": ", ".join(member.get_username() for member in collection.members.all()),
+        "document_count": collection.documents.count(),
+        "error": error,
+    }
+    return render(request, "documents/collection.html", context, status=error.status if error else 200)

@@ -3,9 +3,13 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from openfable import views
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("accounts/tokens/", views.tokens_page, name="tokens"),
+    path("accounts/tokens/<int:pk>/revoke", views.token_revoke_view, name="token-revoke"),
     path("v1/api/", include("api.urls")),
     path("", include("api.docs_urls")),
     path("", include("retrieval.urls")),

@@ -43,3 +43,11 @@ document.addEventListener("click", (event) => {
   before.setEnd(range.startContainer, range.startOffset);
   input.value = Number(mark.dataset.start) + before.toString().length;
 });
+
+// "Copy" beside a text shown once (a new API token).
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("[data-copy-text]");
+  if (!button) return;
+  navigator.clipboard.writeText(document.querySelector(button.dataset.copyText).textContent);
+  button.textContent = "Copied";
+});

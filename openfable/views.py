@@ -1,0 +1,39 @@
+"""The person's own settings page: API tokens (made, shown once, revoked)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from openfable.api_tokens import token_create, token_revoke, tokens_of
+from openfable.errors import NotFoundError, UserInputError
+
+
+@login_required
+def tokens_page(request: HttpRequest) -> HttpResponse:
+    context: dict[str, object] = {"tokens": tokens_of(user=request.user)}
+    status = 200
+    if request.method == "POST":
+        try:
+            token, key = token_create(user=request.user, name=request.POST.get("name", ""))
+        except UserInputError as error:
+            context["error"] = error
+            status = 400
+        else:
+            # Shown on this answer only: the key is not stored, only its hash.
+            context |= {"new_token": token, "new_key": key, "tokens": tokens_of(user=request.user)}
+    return render(request, "openfable/tokens.html", context, status=status)
+
+
+@login_required
+@require_POST
+def token_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
+    token = tokens_of(user=request.user).filter(pk=pk).first()
+    if token is None:
+        raise NotFoundError(f"You have no token {pk}.")
+    token_revoke(token=token)
+    messages.success(request, f"Revoked “{token.name}”: it no longer works.")
+    return redirect("tokens")
