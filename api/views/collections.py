@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from typing import cast
-
-from django.contrib.auth.base_user import AbstractBaseUser
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -55,8 +52,7 @@ class CollectionListView(APIView):
         fields = data.validated_data
         if not fields.get("name"):
             raise UserInputError("A collection needs a name.")
-        owner = cast(AbstractBaseUser, request.user)  # IsAuthenticated let only a signed-in user here
-        collection = collection_create(name=fields["name"], slug=fields.get("slug", ""), owner=owner)
+        collection = collection_create(name=fields["name"], slug=fields.get("slug", ""), owner=request.user)
         if fields.get("members"):
             collection_update(collection=collection, members=selectors.users_named(fields["members"]))
         response = _shown(request, collection)
