@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -150,3 +152,29 @@ def test_tree_edits_from_the_document_page_with_history_and_undo() -> None:
     assert not document.nodes.filter(kind="leaf", content__startswith="They sit").exists()
     stranger = _client_for(UserFactory.create())
     assert stranger.post(reverse("documents:edit", args=[document.pk, "undo"]), {}).status_code == 404
+
+
+def test_the_document_page_costs_a_bounded_number_of_queries(django_assert_max_num_queries: Any) -> None:
+    """A 500-node tree renders in a handful of queries (one for all the nodes, not one per node)."""
+    from documents.ingestion.tree import LEAF, ROOT, SECTION, TreeNode
+    from tests.trees import tree_save
+
+    owner = UserFactory.create()
+    paragraphs = [f"Paragraph {index} says something of its own." for index in range(480)]
+    text = "\n\n".join(paragraphs)
+    document = DocumentFactory.create(collection=CollectionFactory.create(owner=owner), content=text)
+    leaves, start = [], 0
+    for index, paragraph in enumerate(paragraphs):
+        end = start + len(paragraph) + (2 if index < len(paragraphs) - 1 else 0)
+        leaves.append(TreeNode(kind=LEAF, start_char=start, end_char=end))
+        start = end
+    sections = [
+        TreeNode(SECTION, leaves[i].start_char, leaves[min(i + 24, len(leaves)) - 1].end_char, f"Part {i // 24}", "Some paragraphs.", leaves[i : i + 24])
+        for i in range(0, len(leaves), 24)
+    ]
+    tree_save(document, TreeNode(ROOT, 0, len(text), "Root", "All of it.", sections))
+    assert document.nodes.count() == 501
+    client = _client_for(owner)
+    with django_assert_max_num_queries(12):
+        response = client.get(reverse("documents:detail", args=[document.pk]), {"node": document.nodes.filter(kind="leaf").last().pk})  # type: ignore[union-attr]
+    assert response.status_code == 200

@@ -103,3 +103,12 @@ def test_a_stranger_never_sees_anothers_chunks(guide: Document) -> None:
 def test_the_page_needs_a_sign_in(client: Client) -> None:
     response = client.get(QUERY)
     assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+
+
+def test_the_query_page_costs_a_bounded_number_of_queries(
+    owner: Any, guide: Document, django_assert_max_num_queries: Any
+) -> None:
+    client = _client(owner)
+    with django_assert_max_num_queries(40):
+        response = client.get(QUERY, {"query": "How do volcanoes erupt?", "budget": "500", "mode": "vector"})
+    assert response.status_code == 200 and response.context["result"].chunks
