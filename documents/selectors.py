@@ -265,3 +265,37 @@ def as_id(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
         return value
     return None
+
+
+# Characters of a leaf's text read for its label in the review (never the whole passage).
+_REVIEW_EXCERPT_CHARS = 160
+
+
+def document_review_rows(*, document: Document) -> list[dict[str, Any]]:
+    """Every node of the document as the tree review scores it, in document order (one query).
+
+    Plain dicts with the fields of ``documents.services.review.ReviewNode``: the vector (a numpy
+    array, or None), token count, title, summary, flags, and a leaf's opening characters instead
+    of its text. Scored by ``documents.services.review.document_review``.
+    """
+    from django.db.models.functions import Left
+
+    return list(
+        Node.objects.filter(document=document)
+        .order_by("order")
+        .annotate(excerpt=Left("content", _REVIEW_EXCERPT_CHARS))
+        .values(
+            "id",
+            "parent_id",
+            "kind",
+            "order",
+            "title",
+            "summary",
+            "toc_path",
+            "token_count",
+            "embedding",
+            "embedding_stale",
+            "excluded",
+            "excerpt",
+        )
+    )
