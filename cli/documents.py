@@ -24,7 +24,7 @@ from documents.selectors import as_id, document_get, document_nodes
 from documents.services.agent import (
     agent_apply_chunks,
     agent_apply_tree,
-    chunk_listing,
+    chunks_summary,
     parse_markers_file,
     plan_instructions,
     plan_summary,
@@ -201,13 +201,8 @@ def handle_apply_chunks(options: dict[str, Any]) -> dict[str, Any]:
         raise UserInputError(
             f"{error}. Fix that marker and run apply-chunks again.", code=error.code
         ) from None
-    return {
-        "document_id": document.pk,
-        "markers": len(markers),
-        "chunk_count": len(spans),
-        "chunks": chunk_listing(document, spans),
-        "instructions": tree_instructions(document.pk, len(spans)),
-    }
+    answer = chunks_summary(document=document, markers=markers, spans=spans)
+    return answer | {"instructions": tree_instructions(document.pk, len(spans))}
 
 
 def handle_apply_tree(options: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from documents.services.agent import (
     agent_apply_chunks,
     agent_apply_tree,
     agent_chunks,
-    chunk_listing,
+    chunks_summary,
     plan_instructions,
     plan_summary,
     tree_instructions,
@@ -183,11 +183,7 @@ def apply_chunks(*, user: Any, document_id: int, markers: list[str]) -> dict[str
         raise UserInputError(
             f"{error}. Fix that marker and call apply_chunks again.", code=error.code
         ) from None
-    return {
-        "document_id": document.pk,
-        "markers": len(markers),
-        "chunk_count": len(spans),
-        "chunks": chunk_listing(document, spans),
+    return chunks_summary(document=document, markers=markers, spans=spans) | {
         "instructions": for_tools(
             tree_instructions(document.pk, len(spans)),
             next_step=f"Call apply_tree with document_id={document.pk} and tree: an object matching "

@@ -131,6 +131,16 @@ def agent_apply_chunks(*, document: Document, markers: Sequence[str]) -> list[Sp
     return spans
 
 
+def chunks_summary(*, document: Document, markers: Sequence[str], spans: Sequence[Span]) -> dict[str, Any]:
+    """What `apply-chunks` answers: the numbered chunks (every surface words its own next step)."""
+    return {
+        "document_id": document.pk,
+        "markers": len(markers),
+        "chunk_count": len(spans),
+        "chunks": chunk_listing(document, spans),
+    }
+
+
 def agent_chunks(document: Document) -> list[Span] | None:
     """The chunks stored by ``agent_apply_chunks``; None when there are none (or they are stale)."""
     state = (document.metadata or {}).get(METADATA_KEY)
