@@ -280,7 +280,7 @@ def document_review_rows(*, document: Document) -> list[dict[str, Any]]:
     """
     from django.db.models.functions import Left
 
-    return list(
+    rows = (
         Node.objects.filter(document=document)
         .order_by("order")
         .annotate(excerpt=Left("content", _REVIEW_EXCERPT_CHARS))
@@ -299,3 +299,4 @@ def document_review_rows(*, document: Document) -> list[dict[str, Any]]:
             "excerpt",
         )
     )
+    return [dict(row) for row in rows]

@@ -28,9 +28,12 @@ from documents.services.documents import (
     document_reindex,
     job_retry,
 )
+from documents.services.review import document_review
+from documents.services.summaries import node_summary_regenerate
 from documents.services.trees import node_update
 from openfable.errors import NotFoundError, PermissionDeniedError, UserInputError
 from openfable.http import HtmxHttpRequest
+from openfable.llm import llm_configured
 
 PAGE_SIZE = 25
 CORPUS = "documents/corpus.html"
@@ -181,6 +184,8 @@ def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpRe
         "selected": selected,
         "latest_job": selectors.document_latest_job(document=document),
         "history": selectors.document_history(document=document)[:20],
+        "review": document_review(document=document)[:50],
+        "llm_configured": llm_configured(),
         "parents": [node for node in flat.values() if node["kind"] != "leaf"],
         "siblings_after": _siblings_after(flat, selected),
         **_text_around(document.content, selected),
@@ -218,7 +223,7 @@ def _text_around(text: str, node: dict[str, Any] | None) -> dict[str, str]:
 
 # -- tree edits ----------------------------------------------------------------------------------
 
-EDITS = ("update", "split", "merge", "move", "group", "dissolve", "exclude", "include", "undo")
+EDITS = ("update", "regenerate", "split", "merge", "move", "group", "dissolve", "exclude", "include", "undo")
 
 
 @login_required
@@ -251,6 +256,7 @@ def document_edit(request: HtmxHttpRequest, pk: int, operation: str) -> HttpResp
 
 _DONE = {
     "update": "Saved; the node is being re-embedded.",
+    "regenerate": "The model wrote a new summary; the node is being re-embedded.",
     "split": "Split in two.",
     "merge": "Merged with the next passage.",
     "move": "Moved.",
@@ -272,6 +278,8 @@ def _apply(request: HtmxHttpRequest, operation: str, node: Any, form: Any, versi
             user=user,
             expected_version=version,
         )
+    if operation == "regenerate":
+        return node_summary_regenerate(node=node, user=user, expected_version=version)
     if operation == "split":
         return edits.node_split(
             node=node,

@@ -183,3 +183,63 @@ def _shorten(text: str, limit: int) -> str:
 
 def _schema_text(schema: dict[str, Any]) -> str:
     return json.dumps(schema, separators=(",", ":"))
+
+
+# -- one section's summary, regenerated on a person's request (documents.services.summaries) ------
+
+# Strict structured output needs every property required and additionalProperties false.
+SUMMARY_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string", "description": "Abstractive summary of everything in the section."}
+    },
+    "required": ["summary"],
+    "additionalProperties": False,
+}
+
+
+def summary_messages(
+    *, title: str, toc_path: str, source: str, outline: bool = False, max_words: int = 80
+) -> list[Message]:
+    """Ask for the summary of one section as ``{"summary": ...}`` (``SUMMARY_JSON_SCHEMA``).
+
+    ``source`` is the section's whole text, or (``outline=True``) the listing of its parts that
+    ``summary_outline`` makes for a section too long to send whole. The title and path were
+    written from the document, so they are fenced with the text.
+    """
+    shown = (
+        "an outline of its parts (each subsection's title and summary, or a passage's opening words)"
+        if outline
+        else "its full text"
+    )
+    instructions = (
+        "Write the summary of one section of a document: the text a table of contents shows under the "
+        f"section's title. The section's title, its place in the table of contents and {shown} are below.\n"
+        f"The summary is 1-3 sentences, at most {max_words} words, describing everything in the section "
+        "(not only its beginning) and naming its key terms, parties, figures and obligations, in the "
+        'document\'s language. Do not start with "This section".\n'
+        f"Reply with JSON only, matching this schema: {_schema_text(SUMMARY_JSON_SCHEMA)}\n\n"
+        + fence_untrusted(f"Title: {_one_line(title)}\nPlace: {_one_line(toc_path)}\n\n{source}")
+    )
+    return [_system("You summarise sections of documents."), {"role": "user", "content": instructions}]
+
+
+def summary_outline(parts: Sequence[tuple[str, str]], *, max_chars: int) -> str:
+    """The parts of a long section, one numbered line each, within ``max_chars``.
+
+    ``parts`` are ``(title, text)`` in order: a subsection's title and summary, or ``("", opening
+    words)`` for a passage. Each line gets an even share of the characters (at least enough to
+    stay recognisable); parts that no longer fit are counted, not listed.
+    """
+    per_part = max(_MIN_EXCERPT_CHARS, max_chars // max(1, len(parts)))
+    lines: list[str] = []
+    used = 0
+    for number, (title, text) in enumerate(parts, start=1):
+        body = f"{_one_line(title)}: {_one_line(text)}" if title else f"(passage) {_one_line(text)}"
+        line = f"{number}. {_shorten(body, per_part)}"
+        if used + len(line) + 1 > max_chars and lines:
+            lines.append(f"[{len(parts) - len(lines)} more parts not shown]")
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines)

@@ -16,34 +16,40 @@ multilingual-e5-small; e5 packs cosines close together, unrelated passages still
     vectors against another section of the same document: median 0.113; against a section of
     another document: 1st percentile 0.110, median 0.171. ``SUMMARY_DISTANCE_MIN`` = 0.12 flags
     about 1 real summary in 100 and nearly every summary of the wrong document. Calibrated for
-    e5-small: another embedding model spreads cosines differently and needs its own value.
+    e5-small: another embedding model spreads cosines differently and needs its own value. A short
+    summary under a long toc path (the document's title starts every path) also reads as far:
+    its vector is mostly the path -- worth a look too, since retrieval sees the same vector.
 ``duplicate_title`` -- siblings whose titles are the same after normalising case, punctuation,
     spacing, a leading number ("2.", "1.3", "(b)", "iv.") and plural "s": the table of contents cannot
     tell them apart, and often one of them is misnamed. No threshold: equal keys.
 ``leaf_too_large`` / ``leaf_too_small`` -- a leaf more than ``LEAF_SIZE_RATIO`` (4) times larger,
-    or smaller than 1/4, than the median of its sibling leaves (or, with fewer than three, of the
-    four nearest leaves in document order; with fewer than three to compare, no verdict). 1.2 % of leaves are over 4x and 3.3 % under 1/4:
-    tables of contents swallowed whole, page numbers and lone headings cut off as passages. The
-    absolute floors keep short documents quiet: a large leaf must hold ``LEAF_LARGE_MIN_TOKENS``
-    (256, twice a default chunk) and a small one must sit among leaves whose median is at least
-    ``LEAF_SMALL_REFERENCE_MIN_TOKENS`` (64), so 12 tokens beside 40 is not news.
+    or smaller than 1/4, than the median of its sibling leaves (with fewer than three siblings, of
+    the four nearest leaves in document order; with fewer than three to compare, no verdict: a
+    median of two is their mean, which one outlier moves). 1.2 % of leaves are over 4x and 3.3 %
+    under 1/4: tables of contents swallowed whole, page numbers, "Source: ..." footers and lone
+    headings cut off as passages. The absolute floors keep short documents quiet: a large leaf
+    must hold ``LEAF_LARGE_MIN_TOKENS`` (256, twice a default chunk) and a small one must sit among
+    leaves whose median is at least ``LEAF_SMALL_REFERENCE_MIN_TOKENS`` (64), so 12 tokens beside
+    40 is not news. With the floors, 0.4 % of leaves are flagged large and 2.9 % small.
 ``similar_next`` -- two consecutive leaves (document order) whose vectors have cosine similarity of
     at least ``SIMILAR_NEXT_MIN`` (0.97): the cut probably fell in the middle of one topic. Real
     boundaries: median 0.877, 99th percentile 0.958; 0.97 flags 0.44 % of them. Parallel clauses
     ("9.3 If the Company fails ..." / "9.4 If the Principal fails ...") also score that high, so
-    the threshold stays at the extreme and the reason says "probably".
+    the threshold stays at the extreme.
 ``empty_title`` / ``empty_summary`` -- an internal node without a title (it names nothing in the
     table of contents) or without a summary (it embeds its path alone, and retrieval's node
     selection reads summaries).
+
+Over that corpus half the documents get no item, one in four 3 or more, one in twenty 10 or more.
 
 What is not judged: excluded nodes (a person already dealt with them; pairs with one are
 skipped), and any vector that is stale -- an edit changed the node's text and the background
 worker has not re-embedded it yet -- so a summary a person just fixed is not flagged from its
 old vector; the flag is computed again from the new one.
 
-Severity (for sorting, 0 to about 1.5): each signal scores from its base (below) up to about
-twice that as its value passes the threshold further; a node's severity is its worst signal
-plus a quarter of the others.
+Severity (for sorting): empty title 1.0, empty summary 0.9, summary far 0.6-1.0, duplicate title
+0.6-0.9 (more copies, higher), leaf size and similar next 0.4-0.8, each rising as its value passes
+the threshold further; a node's severity is its worst signal plus a quarter of each other one.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -279,7 +286,7 @@ def _leaf_sizes(nodes: Sequence[ReviewNode]) -> Found:
 
 def _similar_neighbours(nodes: Sequence[ReviewNode]) -> Found:
     leaves = [node for node in nodes if node.kind == LEAF]
-    for first, second in zip(leaves, leaves[1:], strict=False):
+    for first, second in pairwise(leaves):
         if first.excluded or second.excluded or not (_fresh(first) and _fresh(second)):
             continue
         similarity = float(np.dot(_unit(first.embedding), _unit(second.embedding)))

@@ -100,7 +100,9 @@ def test_wait_true_answers_201_with_the_indexed_document(people: People, eager_t
     client = people.client(people.member)
     job = client.get(f"{API}/jobs/{body['job']['id']}").json()
     assert job["status"] == "succeeded" and job["progress"] == 100
-    found = client.post(f"{API}/query", {"query": "How do shield volcanoes erupt?", "token_budget": 300}, format="json")
+    found = client.post(
+        f"{API}/query", {"query": "How do shield volcanoes erupt?", "token_budget": 300}, format="json"
+    )
     assert found.status_code == 200 and found.json()["chunks"]
     assert {chunk["document_id"] for chunk in found.json()["chunks"]} == {body["document"]["id"]}
 

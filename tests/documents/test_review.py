@@ -67,9 +67,7 @@ class Tree:
             defaults["embedding"] = axis(node_id % DIMENSIONS)
             defaults["excerpt"] = f"Passage {node_id} opens with these words and goes on for a while"
         defaults.update(fields)
-        self.nodes.append(
-            ReviewNode(id=node_id, parent_id=parent, kind=kind, order=node_id - 1, **defaults)
-        )
+        self.nodes.append(ReviewNode(id=node_id, parent_id=parent, kind=kind, order=node_id - 1, **defaults))
         return node_id
 
     def review(self) -> list[ReviewItem]:

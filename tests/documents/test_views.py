@@ -169,12 +169,49 @@ def test_the_document_page_costs_a_bounded_number_of_queries(django_assert_max_n
         leaves.append(TreeNode(kind=LEAF, start_char=start, end_char=end))
         start = end
     sections = [
-        TreeNode(SECTION, leaves[i].start_char, leaves[min(i + 24, len(leaves)) - 1].end_char, f"Part {i // 24}", "Some paragraphs.", leaves[i : i + 24])
+        TreeNode(
+            SECTION,
+            leaves[i].start_char,
+            leaves[min(i + 24, len(leaves)) - 1].end_char,
+            f"Part {i // 24}",
+            "Some paragraphs.",
+            leaves[i : i + 24],
+        )
         for i in range(0, len(leaves), 24)
     ]
     tree_save(document, TreeNode(ROOT, 0, len(text), "Root", "All of it.", sections))
     assert document.nodes.count() == 501
     client = _client_for(owner)
     with django_assert_max_num_queries(12):
-        response = client.get(reverse("documents:detail", args=[document.pk]), {"node": document.nodes.filter(kind="leaf").last().pk})  # type: ignore[union-attr]
+        response = client.get(
+            reverse("documents:detail", args=[document.pk]),
+            {"node": document.nodes.filter(kind="leaf").last().pk},
+        )  # type: ignore[union-attr]
     assert response.status_code == 200
+
+
+def test_the_document_page_lists_what_needs_a_look_and_offers_the_llm_only_when_configured() -> None:
+    from documents.ingestion.tree import LEAF, ROOT, SECTION, TreeNode
+    from tests.trees import tree_save
+
+    owner = UserFactory.create()
+    text = "First part text.\n\nSecond part text.\n\nThird part text.\n"
+    document = DocumentFactory.create(collection=CollectionFactory.create(owner=owner), content=text)
+    a, b, c = (0, 18), (18, 37), (37, len(text))
+    leaves = [TreeNode(kind=LEAF, start_char=start, end_char=end) for start, end in (a, b, c)]
+    sections = [
+        TreeNode(SECTION, a[0], a[1], "Terms", "The terms.", [leaves[0]]),
+        TreeNode(SECTION, b[0], b[1], "Terms", "More terms.", [leaves[1]]),
+        TreeNode(SECTION, c[0], c[1], "Payment", "How to pay.", [leaves[2]]),
+    ]
+    tree_save(document, TreeNode(ROOT, 0, len(text), "Contract", "A contract.", sections))
+    client = _client_for(owner)
+    section = document.nodes.filter(kind="section").first()
+    assert section is not None
+    body = client.get(reverse("documents:detail", args=[document.pk]), {"node": section.pk}).content.decode()
+    assert "Needs a look" in body and "to look at" in body and "same title" in body.lower()
+    assert "No LLM is configured" in body and "disabled" in body
+    refused = client.post(
+        reverse("documents:edit", args=[document.pk, "regenerate"]), {"node": section.pk}, follow=True
+    ).content.decode()
+    assert "No LLM is configured (OPENFABLE_LLM_MODEL); write the summary by hand." in refused
