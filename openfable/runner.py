@@ -21,6 +21,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 SHUTDOWN_GRACE_SECONDS = 15
+MAX_RESTARTS = 5  # a part that dies this often within RESTART_WINDOW_SECONDS stops everything
+RESTART_WINDOW_SECONDS = 60
 WEB_GRACEFUL_SECONDS = 5  # the web server's own grace for open connections, within the above
 
 
@@ -40,12 +42,23 @@ def main() -> int:
     host = os.environ.get("OPENFABLE_HOST", "127.0.0.1")
     port = os.environ.get("OPENFABLE_PORT", "8000")
     python = sys.executable
-    children = {
-        "web server": subprocess.Popen(_web_server_command(python, host=host, port=port)),
-        "worker": subprocess.Popen(
-            [python, "-m", "celery", "-A", "openfable", "worker", "--loglevel", "INFO", "--concurrency", "2"]
-        ),
+    commands = {
+        "web server": _web_server_command(python, host=host, port=port),
+        "worker": [
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "openfable",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "2",
+        ],
     }
+    children = {name: _start(name, command) for name, command in commands.items()}
+    restarts: dict[str, list[float]] = {name: [] for name in commands}
     print(
         f"\nOpenFable is running at http://{host}:{port}/  (admin: http://{host}:{port}/admin/)", flush=True
     )
@@ -62,11 +75,30 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _request_stop)
     exit_code = 0
     while not stopping:
-        for name, child in children.items():
-            if child.poll() is not None:
-                print(f"The {name} exited with status {child.returncode}; stopping.", file=sys.stderr)
+        for name, child in list(children.items()):
+            if child.poll() is None or stopping:
+                continue
+            # A part that died is started again (the database and the other part keep running);
+            # one that keeps dying is a fault to fix, not to hide: then everything stops.
+            recent = [
+                moment for moment in restarts[name] if time.monotonic() - moment < RESTART_WINDOW_SECONDS
+            ]
+            if len(recent) >= MAX_RESTARTS:
+                print(
+                    f"The {name} exited with status {child.returncode} {MAX_RESTARTS} times within "
+                    f"{RESTART_WINDOW_SECONDS} s; stopping. Its output above says why.",
+                    file=sys.stderr,
+                )
                 exit_code = 1
                 stopping = True
+                break
+            print(
+                f"The {name} exited with status {child.returncode}; starting it again.",
+                file=sys.stderr,
+                flush=True,
+            )
+            restarts[name] = [*recent, time.monotonic()]
+            children[name] = _start(name, commands[name])
         time.sleep(0.3)
 
     _stop_children(list(children.values()))
@@ -79,6 +111,12 @@ def main() -> int:
         stop(settings.EMBEDDED_DATABASE_DIR)
     print("OpenFable stopped.", flush=True)
     return exit_code
+
+
+def _start(name: str, command: list[str]) -> subprocess.Popen[bytes]:
+    child = subprocess.Popen(command)
+    print(f"Started the {name} (pid {child.pid}).", flush=True)
+    return child
 
 
 def _web_server_command(python: str, *, host: str, port: str) -> list[str]:

@@ -1,5 +1,5 @@
 """`make run` boots the whole stack on a fresh data folder, serves pages, static files and the MCP
-endpoint (uvicorn serving the ASGI app), and stops cleanly."""
+endpoint (uvicorn serving the ASGI app), starts a part that died again, and stops cleanly."""
 
 from __future__ import annotations
 
@@ -80,6 +80,16 @@ def test_make_run_serves_the_home_page_and_admin_then_stops(tmp_path: Path) -> N
             )
         assert refused.value.code == 401, "the MCP endpoint is served, behind the API tokens"
         assert (data_dir / "postgres" / "postmaster.pid").exists()
+
+        # A worker that dies is started again; the web server and the database keep running.
+        worker_pid = next(int(line.split("pid ")[1].rstrip(").\n")) for line in lines if "Started the worker" in line)
+        os.kill(worker_pid, signal.SIGKILL)
+        again = _wait_for_line(process, "Started the worker", timeout=30)
+        assert any("The worker exited with status -9; starting it again." in line for line in again)
+        new_pid = int(again[-1].split("pid ")[1].rstrip(").\n"))
+        assert new_pid != worker_pid
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=5) as response:
+            assert response.status == 200
     finally:
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         output, _ = process.communicate(timeout=90)
