@@ -11,6 +11,7 @@ from typing import Any
 from documents import selectors
 from documents.models import Document, IngestionJob
 from documents.services.documents import document_delete
+from documents.services.jobs import jobs_fail_stalled
 from openfable.errors import UserInputError
 from openfable.health import health
 
@@ -54,6 +55,7 @@ def register(subparsers: Any) -> None:
 def handle_list(options: dict[str, Any]) -> dict[str, Any]:
     if options["limit"] < 1:
         raise UserInputError("--limit must be 1 or more.")
+    jobs_fail_stalled()
     documents = selectors.document_list(
         user=None,
         collection=options["collection"],
@@ -82,6 +84,7 @@ def handle_tree(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def handle_jobs(options: dict[str, Any]) -> dict[str, Any]:
+    jobs_fail_stalled()
     if options["job"]:
         return _job(selectors.job_get(user=None, pk=options["job"]))
     if not options["document_id"]:

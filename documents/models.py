@@ -300,10 +300,17 @@ class IngestionJob(models.Model):
     timings = models.JSONField(default=dict, blank=True, help_text="seconds per stage")
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
+    heartbeat = models.DateTimeField(
+        null=True, blank=True, help_text="the last sign of life from the worker running it (claim, progress)"
+    )
     finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created", "-id"]
+        # The stalled-job sweep (documents.services.jobs.jobs_fail_stalled) reads only running jobs.
+        indexes = [
+            models.Index(fields=["heartbeat"], condition=Q(status="running"), name="job_running_heartbeat")
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(progress__lte=100), name="job_progress_percent"),
             models.CheckConstraint(

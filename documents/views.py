@@ -28,6 +28,7 @@ from documents.services.documents import (
     document_reindex,
     job_retry,
 )
+from documents.services.jobs import jobs_fail_stalled
 from documents.services.review import document_review
 from documents.services.summaries import node_summary_regenerate
 from documents.services.trees import node_update
@@ -96,6 +97,7 @@ def _upload(request: HtmxHttpRequest, form: UploadForm) -> bool:
 
 
 def _corpus_context(request: HtmxHttpRequest, *, collections: Any, form: UploadForm) -> dict[str, Any]:
+    jobs_fail_stalled()  # a job whose worker died shows as failed, with a retry, not "indexing" forever
     params = request.GET
     filters = {
         "collection": params.get("collection", ""),
@@ -159,6 +161,7 @@ def document_reindex_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 def _row_document(request: HtmxHttpRequest, pk: int) -> Document:
+    jobs_fail_stalled()
     document = selectors.with_latest_job(selectors.document_list(user=request.user)).filter(pk=pk).first()
     if document is None:
         raise NotFoundError(f"There is no document {pk}. Use the id of a document you can see.")

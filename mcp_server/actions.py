@@ -28,7 +28,7 @@ from documents.services.agent import (
     tree_outline,
 )
 from documents.services.documents import document_create, document_delete
-from documents.services.jobs import job_wait
+from documents.services.jobs import job_wait, jobs_fail_stalled
 from mcp_server.render import (
     collection_entry,
     document_meta,
@@ -143,6 +143,7 @@ def query(
 
 
 def job_status(*, user: Any, job_id: int) -> dict[str, Any]:
+    jobs_fail_stalled()
     return job_entry(selectors.job_get(user=user, pk=job_id))
 
 

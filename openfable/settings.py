@@ -177,6 +177,8 @@ TOKEN_BUDGET_DEFAULT = env.integer("TOKEN_BUDGET_DEFAULT", 2000, minimum=1)
 
 # --- Ingestion --------------------------------------------------------------------------
 MAX_DOCUMENT_BYTES = env.integer("MAX_DOCUMENT_BYTES", 5_000_000, minimum=1)
+# A running job with no progress for this long is taken as lost (its worker died) and failed.
+JOB_STALL_SECONDS = env.integer("JOB_STALL_SECONDS", 900, minimum=60)
 
 # --- Web --------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [

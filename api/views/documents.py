@@ -37,7 +37,7 @@ from documents.services.documents import (
     document_reindex,
     document_update,
 )
-from documents.services.jobs import job_wait
+from documents.services.jobs import job_wait, jobs_fail_stalled
 
 ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="input to fix; the message says what"),
@@ -89,6 +89,7 @@ class DocumentListView(APIView):
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
+        jobs_fail_stalled()
         documents = selectors.document_list(
             user=request.user,
             collection=params.get("collection") or None,
@@ -192,6 +193,7 @@ class JobDetailView(APIView):
         summary="An ingestion job: status, stage, progress, error", responses={200: JobSerializer, **ERRORS}
     )
     def get(self, request: Request, pk: int) -> Response:
+        jobs_fail_stalled()
         return Response(JobSerializer(selectors.job_get(user=request.user, pk=pk)).data)
 
 

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 
 import numpy as np
@@ -45,7 +46,7 @@ _EMBED_GROUP = 128  # texts per progress update while embedding
 def job_progress(job: IngestionJob, stage: str, fraction: float = 0.0) -> None:
     low, high = _PROGRESS.get(stage, (0, 100))
     percent = int(low + (high - low) * max(0.0, min(1.0, fraction)))
-    IngestionJob.objects.filter(pk=job.pk).update(stage=stage, progress=percent)
+    IngestionJob.objects.filter(pk=job.pk).update(stage=stage, progress=percent, heartbeat=timezone.now())
     job.stage, job.progress = stage, percent
 
 
@@ -64,9 +65,9 @@ def job_claim(*, document_id: int) -> IngestionJob | None:
         if job is None:
             return None
         job.status = IngestionJob.Status.RUNNING
-        job.started = timezone.now()
+        job.started = job.heartbeat = timezone.now()
         job.error = ""
-        job.save(update_fields=["status", "started", "error"])
+        job.save(update_fields=["status", "started", "heartbeat", "error"])
         Document.objects.filter(pk=document_id).update(status=Document.Status.INDEXING)
     return job
 
@@ -228,6 +229,27 @@ def job_wait(*, job: IngestionJob, timeout: float, poll_seconds: float = 0.25) -
         if time.monotonic() >= deadline:
             return job
         time.sleep(poll_seconds)
+
+
+def jobs_fail_stalled() -> int:
+    """Fail the running jobs that showed no sign of life for OPENFABLE_JOB_STALL_SECONDS.
+
+    A worker killed mid-job (out of memory, SIGKILL, a lost machine) cannot say so, and with the
+    filesystem broker its message is gone: without this the document would show "indexing"
+    forever. Its previous tree is untouched and keeps serving; the failure offers a retry. Cheap
+    (one indexed read), so every page and endpoint that shows jobs calls it first.
+    """
+    cutoff = timezone.now() - timedelta(seconds=settings.JOB_STALL_SECONDS)
+    stalled = list(IngestionJob.objects.filter(status=IngestionJob.Status.RUNNING, heartbeat__lt=cutoff))
+    minutes = max(1, round(settings.JOB_STALL_SECONDS / 60))
+    for job in stalled:
+        logger.warning("job %s of document %s stalled; marking it failed", job.pk, job.document_id)
+        job_fail(
+            job=job,
+            error=f"The worker stopped while indexing (no progress for {minutes} min): it was probably "
+            "restarted or ran out of memory. The previous tree is intact; retry to index it again.",
+        )
+    return len(stalled)
 
 
 def job_fail_unfinished(*, document_id: int, error: str) -> None:

@@ -79,3 +79,35 @@ def test_a_document_deleted_while_it_is_indexed_is_a_quiet_no_op(
     assert not Document.objects.exists() and not Node.objects.exists() and not IngestionJob.objects.exists()
     assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
     assert any("deleted while it was being indexed" in record.getMessage() for record in caplog.records)
+
+
+def test_a_job_whose_worker_died_is_failed_with_a_retry_not_left_indexing(settings: object) -> None:
+    """A worker killed mid-job cannot report it: the job stops showing progress, and once that has
+    lasted OPENFABLE_JOB_STALL_SECONDS the pages and endpoints that show jobs fail it visibly."""
+    from datetime import timedelta
+
+    from django.test import Client
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from documents.services.jobs import job_claim, job_progress, jobs_fail_stalled
+    from tests.factories import UserFactory
+
+    owner = UserFactory.create()
+    document = document_create(
+        collection=CollectionFactory.create(owner=owner), content=TEXT, queue=False
+    ).document
+    job = job_claim(document_id=document.pk)
+    assert job is not None
+    job_progress(job, "embedding", 0.5)
+    assert jobs_fail_stalled() == 0, "a job that just moved is alive"
+
+    IngestionJob.objects.filter(pk=job.pk).update(heartbeat=timezone.now() - timedelta(minutes=16))
+    client = Client()
+    client.force_login(owner)
+    page = client.get(reverse("documents:home")).content.decode()
+    job.refresh_from_db()
+    document.refresh_from_db()
+    assert job.status == IngestionJob.Status.FAILED and "The worker stopped while indexing" in job.error
+    assert document.status == Document.Status.FAILED
+    assert "The worker stopped while indexing" in page and ">Retry<" in page

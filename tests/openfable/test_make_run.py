@@ -82,7 +82,9 @@ def test_make_run_serves_the_home_page_and_admin_then_stops(tmp_path: Path) -> N
         assert (data_dir / "postgres" / "postmaster.pid").exists()
 
         # A worker that dies is started again; the web server and the database keep running.
-        worker_pid = next(int(line.split("pid ")[1].rstrip(").\n")) for line in lines if "Started the worker" in line)
+        worker_pid = next(
+            int(line.split("pid ")[1].rstrip(").\n")) for line in lines if "Started the worker" in line
+        )
         os.kill(worker_pid, signal.SIGKILL)
         again = _wait_for_line(process, "Started the worker", timeout=30)
         assert any("The worker exited with status -9; starting it again." in line for line in again)
