@@ -249,3 +249,17 @@ LOGGING = {
 if not DEBUG:
     SESSION_COOKIE_HTTPONLY = True
     SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# --- HTTPS --------------------------------------------------------------------------------
+# A deployment (its own database, debug off) is taken to be served over HTTPS, directly or by a
+# proxy in front: secure cookies, a redirect to https, HSTS. The laptop run (embedded database,
+# http://127.0.0.1) is not. OPENFABLE_HTTPS=false serves a deployment over plain HTTP (a private
+# network); OPENFABLE_BEHIND_PROXY=true trusts the proxy's X-Forwarded-Proto header.
+HTTPS = env.boolean("HTTPS", bool(DATABASE_URL) and not DEBUG)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = env.boolean("SSL_REDIRECT", HTTPS)
+SECURE_HSTS_SECONDS = env.integer("HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.boolean("HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env.boolean("HSTS_PRELOAD", HTTPS)
+if env.boolean("BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -7,7 +7,12 @@ the file without a Docker engine, which these machines do not run.
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
+import sys
+
+import pytest
+from django.db import connection
 
 from tests.conftest import REPO_ROOT
 
@@ -37,3 +42,26 @@ def test_docker_compose_refuses_a_missing_secret_key() -> None:
     result = _config(env)
     assert result.returncode != 0
     assert "OPENFABLE_SECRET_KEY" in result.stderr
+
+
+@pytest.mark.django_db
+def test_a_production_start_passes_the_deploy_checks() -> None:
+    """Debug off with a database URL: secure cookies, HTTPS redirect and HSTS, no warning."""
+    db = connection.settings_dict
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OPENFABLE_")}
+    env |= {
+        "OPENFABLE_DATABASE_URL": f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}",
+        "OPENFABLE_SECRET_KEY": secrets.token_urlsafe(50),
+    }
+    command = [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"]
+    result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    plain_http = subprocess.run(
+        command,
+        cwd=REPO_ROOT,
+        env=env | {"OPENFABLE_HTTPS": "false"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert plain_http.returncode != 0 and "SESSION_COOKIE_SECURE" in plain_http.stderr, "the switch is honest"
