@@ -131,3 +131,15 @@ def test_upload_watch_read_and_query(
     assert sum(int(c.get_attribute("data-tokens") or 0) for c in chunks.all()) <= 200
     expect(page.locator("mark").first).to_contain_text("erupt")
     screenshot(page, "query")
+
+    page.get_by_role("link", name="Collections").click()
+    page.get_by_label("New collection").fill("Field notes")
+    page.get_by_role("button", name="Make it").click()
+    expect(page.get_by_role("heading", name="Field notes")).to_be_visible()
+    screenshot(page, "collection")
+
+    page.get_by_role("link", name="API tokens").click()
+    page.get_by_label("New token for").fill("laptop scripts")
+    page.get_by_role("button", name="Make a token").click()
+    expect(page.locator("#new-key")).to_contain_text("of_")
+    screenshot(page, "tokens")
