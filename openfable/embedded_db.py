@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,5 +97,12 @@ def stop(data_dir: Path) -> None:
     try:
         pg_ctl = _commands.pg_ctl  # type: ignore[attr-defined]  # generated at import by pgserver
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=user, timeout=60)
-    except subprocess.CalledProcessError as error:
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
         logger.warning("pg_ctl stop failed: %s", error)
+    # The postmaster removes its pid file as the very last step of a shutdown: wait for it, so a
+    # caller (make run's Ctrl-C, CI's cleanup) knows the server is gone when this returns.
+    deadline = time.monotonic() + 15
+    while is_running(data_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if is_running(data_dir):
+        logger.warning("the embedded PostgreSQL under %s is still running after the stop", data_dir)
