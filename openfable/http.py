@@ -8,14 +8,22 @@ for its own errors (validation, authentication, throttling) and for ours.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
-from openfable.errors import UserInputError
+from openfable.errors import ServiceUnavailableError, UserInputError
+
+logger = logging.getLogger(__name__)
+DATABASE_UNAVAILABLE = ServiceUnavailableError(
+    "The database is not answering right now. Try again in a moment; nothing was changed.",
+    code="database_unavailable",
+)
 
 API_PREFIX = "/v1/api/"
 
@@ -42,6 +50,10 @@ class UserInputErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, UserInputError):
             return user_error_response(request, exception)
+        if isinstance(exception, OperationalError):
+            # The database is down or restarting: say so fast, as a 503, not a traceback page.
+            logger.warning("database unavailable for %s: %s", request.path, exception)
+            return user_error_response(request, DATABASE_UNAVAILABLE)
         return None
 
 
@@ -50,6 +62,9 @@ def drf_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
     from rest_framework.response import Response
     from rest_framework.views import exception_handler
 
+    if isinstance(exc, OperationalError):
+        logger.warning("database unavailable: %s", exc)
+        exc = DATABASE_UNAVAILABLE
     if isinstance(exc, UserInputError):
         return Response(exc.to_dict(), status=exc.status)
     response = exception_handler(exc, context)

@@ -107,6 +107,9 @@ else:
 
     DATABASES = {"default": ensure_running(EMBEDDED_DATABASE_DIR).django_config()}
 DATABASES["default"].setdefault("TEST", {})
+# A connection that broke (the database restarted) is noticed and replaced at the next request or
+# task instead of failing every later one: long-lived processes recover by themselves.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Lets two test runs share one PostgreSQL server without dropping each other's test database.
 if test_database_name := os.environ.get("OPENFABLE_TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"]["NAME"] = test_database_name

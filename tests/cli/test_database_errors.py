@@ -69,3 +69,43 @@ def test_an_unreachable_database_is_named_with_the_fix() -> None:
     answer = json.loads(result.stdout)
     assert "Cannot reach the database" in answer["error"] and "OPENFABLE_DATABASE_URL" in answer["error"]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.django_db
+def test_a_database_lost_during_a_command_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.db import OperationalError
+
+    from tests.cli import run_openfable
+
+    def lost(**kwargs: object) -> None:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr("cli.retrieval.retrieve", lost)
+    status, answer = run_openfable("query", "anything")
+    assert status == 1 and answer["code"] == "unavailable"
+    assert answer["error"].startswith("Cannot reach the database (server closed the connection unexpectedly)")
+
+
+@pytest.mark.django_db
+def test_pages_and_the_api_answer_503_when_the_database_goes_away(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.db import OperationalError
+    from django.test import Client
+    from rest_framework.test import APIClient
+
+    from openfable.api_tokens import token_create
+    from tests.factories import UserFactory
+
+    def lost(**kwargs: object) -> None:
+        raise OperationalError("terminating connection due to administrator command")
+
+    user = UserFactory.create()
+    _, key = token_create(user=user, name="t")
+    monkeypatch.setattr("documents.selectors.document_list", lost)
+    browser = Client()
+    browser.force_login(user)
+    page = browser.get("/")
+    assert page.status_code == 503 and "The database is not answering right now" in page.content.decode()
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    answer = api.get("/v1/api/documents")
+    assert answer.status_code == 503 and answer.json()["error"]["code"] == "database_unavailable"

@@ -39,7 +39,10 @@ class Command(BaseCommand):
         handler: Callable[[dict[str, Any]], dict[str, Any] | str] = options.pop("handler")
         try:
             database_ready()
-            result = handler(options)
+            try:
+                result = handler(options)
+            except DatabaseError as error:  # the database went away while the command ran
+                raise _unavailable(error) from None
         except UserInputError as error:
             answer: dict[str, Any] = {"error": str(error), "code": error.code}
             if error.details:
@@ -52,6 +55,14 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(result, ensure_ascii=False, default=str))
 
 
+def _unavailable(error: DatabaseError) -> ServiceUnavailableError:
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return ServiceUnavailableError(
+        f"Cannot reach the database ({reason}). Start it (`make run` starts the embedded one) or "
+        "fix OPENFABLE_DATABASE_URL, then run the command again."
+    )
+
+
 def database_ready() -> None:
     """Raise ``ServiceUnavailableError`` with what to do when the database is unreachable or unmigrated."""
     try:
@@ -59,11 +70,7 @@ def database_ready() -> None:
         executor = MigrationExecutor(connection)
         pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
     except DatabaseError as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ServiceUnavailableError(
-            f"Cannot reach the database ({reason}). Start it (`make run` starts the embedded one) or "
-            "fix OPENFABLE_DATABASE_URL, then run the command again."
-        ) from None
+        raise _unavailable(error) from None
     if pending:
         raise ServiceUnavailableError(
             f"The database is not set up ({len(pending)} migration(s) not applied). Run `make run` once, "
