@@ -18,6 +18,7 @@ from retrieval.result import MODES, RetrievalResult
 from retrieval.services import retrieve
 
 RECENT_QUERIES = 10
+DOCUMENT_CHOICES = 500
 CONTEXT_CHARS = 160  # text shown before and after a chunk; the rest is collapsed
 _SESSION_KEY = "query_page"
 
@@ -33,6 +34,10 @@ def query_page(request: HtmxHttpRequest) -> HttpResponse:
         "budget_min": settings.TOKEN_BUDGET_MIN,
         "budget_max": settings.TOKEN_BUDGET_MAX,
         "collections": selectors.collection_list(user=request.user),
+        # The documents filter offers the first DOCUMENT_CHOICES by title; the collection filter narrows more.
+        "document_choices": selectors.document_list(user=request.user)
+        .order_by("title")
+        .values_list("pk", "title")[:DOCUMENT_CHOICES],
         "recent": remembered.get("recent", []),
     }
     status = 200
@@ -44,6 +49,7 @@ def query_page(request: HtmxHttpRequest) -> HttpResponse:
                 mode=values["mode"] or None,
                 collection=values["collection"] or None,
                 tags=[tag.strip() for tag in values["tags"].split(",") if tag.strip()] or None,
+                documents=values["documents"] or None,
                 user=request.user,
             )
         except UserInputError as error:
@@ -57,8 +63,10 @@ def query_page(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
-def _values(source: Any) -> dict[str, str]:
+def _values(source: Any) -> dict[str, Any]:
+    documents = source.getlist("documents") if hasattr(source, "getlist") else source.get("documents", [])
     return {
+        "documents": [value for value in documents if value],
         "query": str(source.get("query", "")),
         "budget": str(source.get("budget", settings.TOKEN_BUDGET_DEFAULT)),
         "mode": str(source.get("mode", "")),
@@ -72,7 +80,7 @@ def _budget(raw: str) -> Any:
     return int(raw) if raw.strip().lstrip("-").isdigit() else raw
 
 
-def _remember(request: HtmxHttpRequest, values: dict[str, str]) -> None:
+def _remember(request: HtmxHttpRequest, values: dict[str, Any]) -> None:
     state = request.session.get(_SESSION_KEY, {})
     recent = [item for item in state.get("recent", []) if item != values]
     state["last"] = values

@@ -78,6 +78,7 @@ def test_upload_watch_read_and_query(
     guide = Document.objects.get(title="guide")
     leaves_before = guide.nodes.filter(kind="leaf").count()
     page.get_by_role("link", name="leaf ## Eruptions").click()
+    expect(page.locator("#selected-heading")).to_contain_text("## Eruptions")
     page.get_by_text("Correct this node", exact=True).click()
     page.get_by_role("button", name="Split", exact=True).click()
     expect(page.get_by_text("Split in two.")).to_be_visible()
@@ -88,6 +89,7 @@ def test_upload_watch_read_and_query(
     assert guide.nodes.filter(kind="leaf").count() == leaves_before
 
     page.get_by_role("link", name="section Eruptions").click()
+    expect(page.locator("#selected-heading")).to_have_text("Eruptions")
     page.get_by_text("Correct this node", exact=True).click()
     page.get_by_label("Move under").select_option(label="section: Formation")
     page.locator("#move-position").fill("")

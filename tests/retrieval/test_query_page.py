@@ -112,3 +112,17 @@ def test_the_query_page_costs_a_bounded_number_of_queries(
     with django_assert_max_num_queries(40):
         response = client.get(QUERY, {"query": "How do volcanoes erupt?", "budget": "500", "mode": "vector"})
     assert response.status_code == 200 and response.context["result"].chunks
+
+
+def test_the_documents_filter_limits_the_query(owner: Any, guide: Document) -> None:
+    other = document_create(
+        collection=guide.collection, content="Tide tables.\n\nHigh tide comes twice a day.\n", queue=False
+    ).document
+    assert job_run_now(document_id=other.pk) is not None
+    client = _client(owner)
+    page = client.get(QUERY).content.decode()
+    assert f'<option value="{other.pk}"' in page
+    response = client.get(QUERY, {"query": "erupt", "budget": "2000", "documents": [str(other.pk)]})
+    result = response.context["result"]
+    assert {chunk.document_id for chunk in result.chunks} == {other.pk}
+    assert f'value="{other.pk}" selected' in response.content.decode()
