@@ -12,6 +12,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 pytest_plugins = ["tests.fakes.fixtures"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The browser tests run last: Playwright keeps an event loop on the main thread for the rest
+    of the session, which no other test should have to work around."""
+    items.sort(key=lambda item: "tests/browser/" in str(item.path))
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """The evaluation datasets live beside the repository (../shared), never inside it."""

@@ -17,16 +17,23 @@ CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 WIDTHS = {"desktop": (1440, 900), "phone": (375, 812)}
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make around it
-# are still plain synchronous calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/browser/" in str(item.fspath):
             item.add_marker(pytest.mark.browser)
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _orm_beside_playwright() -> Iterator[None]:
+    """Playwright's sync API keeps an event loop running on this thread; the ORM calls the tests
+    make around it are still plain synchronous calls. Set from the first browser test on (they run
+    last, see tests/conftest.py), so no process an earlier test starts inherits it (Django's deploy
+    check rightly refuses it)."""
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    yield
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
 
 
 @pytest.fixture(scope="session")
