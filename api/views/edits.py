@@ -29,6 +29,7 @@ from documents.services.edits import (
     node_split,
     nodes_group,
 )
+from openfable.errors import NotFoundError
 
 
 class VersionSerializer(serializers.Serializer):
@@ -153,9 +154,11 @@ class DocumentGroupView(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         fields = _valid(GroupSerializer, request)
-        selectors.document_get(user=request.user, pk=pk)
+        document = selectors.document_get(user=request.user, pk=pk)
         first = selectors.node_get(user=request.user, pk=fields.pop("first"))
         last = selectors.node_get(user=request.user, pk=fields.pop("last"))
+        if first.document_id != document.pk or last.document_id != document.pk:
+            raise NotFoundError(f"Those nodes are not part of document {document.pk}.")
         return _answer(request, nodes_group(first=first, last=last, user=request.user, **fields))
 
 
