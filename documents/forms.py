@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -48,4 +49,12 @@ class UploadForm(forms.Form):
             raise forms.ValidationError("Paste some text or choose one or more files.")
         if data.get("uploads") and (data.get("text") or "").strip():
             raise forms.ValidationError("Add either pasted text or files, not both at once.")
+        for upload in data.get("uploads") or []:
+            if upload.size > settings.MAX_DOCUMENT_BYTES:
+                # Refused from its declared size, before the whole file is read (as the REST API does).
+                self.add_error(
+                    "uploads",
+                    f"{upload.name}: the file is {upload.size:,} bytes; the limit is "
+                    f"{settings.MAX_DOCUMENT_BYTES:,} (OPENFABLE_MAX_DOCUMENT_BYTES). Split it into smaller documents.",
+                )
         return data

@@ -303,6 +303,7 @@ class IngestionJob(models.Model):
     heartbeat = models.DateTimeField(
         null=True, blank=True, help_text="the last sign of life from the worker running it (claim, progress)"
     )
+    worker = models.CharField(max_length=255, blank=True, help_text="host:pid of the process running it")
     finished = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -41,7 +41,7 @@ def collection_get(*, user: Any, collection: Collection | str | int) -> Collecti
     if isinstance(collection, Collection):
         collection = collection.pk
     found: Collection | None = None
-    if isinstance(collection, str):
+    if isinstance(collection, str) and "\x00" not in collection:  # PostgreSQL text cannot hold NUL
         found = visible.filter(slug=collection.strip()).first()
     if found is None and (pk := as_id(collection)) is not None:
         found = visible.filter(pk=pk).first()

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
+from pathlib import Path
 from typing import Any
 
 from celery import Task, shared_task
+from celery.signals import worker_ready
 from django.db import InterfaceError, OperationalError
 
-from documents.services.jobs import job_fail_unfinished, job_run_now
+from documents.services.jobs import job_fail_unfinished, job_run_now, jobs_requeue_orphans
 from documents.services.reembed import nodes_embed_stale
 from openfable.embeddings import EmbeddingDimensionError, EmbeddingError
 
@@ -41,7 +45,7 @@ class _IngestTask(Task):
 @shared_task(base=_IngestTask, bind=True, acks_late=True, **_RETRY_OPTIONS)
 def ingest_document(self: Task, document_id: int) -> None:
     """Index the document's newest unfinished job. Safe to run twice: the tree is replaced, never appended."""
-    run = job_run_now(document_id=document_id, retryable=TRANSIENT_ERRORS)
+    run = job_run_now(document_id=document_id, retryable=TRANSIENT_ERRORS, worker=_worker_name())
     if run is not None and run.error is not None:
         logger.warning("document %s: ingestion failed: %s", document_id, run.job.error)
 
@@ -50,3 +54,31 @@ def ingest_document(self: Task, document_id: int) -> None:
 def embed_nodes(self: Task, node_ids: list[int]) -> None:
     """Re-embed nodes whose embedded text a person changed (a node edit); deleted ids are skipped."""
     nodes_embed_stale(node_ids=node_ids)
+
+
+@worker_ready.connect
+def _requeue_orphaned_jobs(**kwargs: Any) -> None:
+    """A worker starting on this host takes back the jobs a dead process of this host left running."""
+    requeued = jobs_requeue_orphans(hostname=socket.gethostname(), alive=_process_alive)
+    if requeued:
+        logger.warning("queued again the ingestion of documents %s: their worker had died", requeued)
+
+
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    # A killed pool child whose parent died too can linger as a zombie (nothing reaps it in some
+    # containers): it exists, but runs nothing.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in {"Z", "X"}

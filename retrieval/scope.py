@@ -72,6 +72,8 @@ def resolve_scope(
         filters["documents"] = ids
     if tags:
         wanted = sorted({str(tag).strip() for tag in tags if str(tag).strip()})
+        if any("\x00" in tag for tag in wanted):
+            raise RetrievalInputError("A tag contains NUL characters; tags are plain text.")
         known = set(
             visible.filter(tags__overlap=wanted)
             .annotate(tag=Func(F("tags"), function="unnest"))

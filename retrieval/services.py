@@ -173,6 +173,9 @@ def extend_to_budget(
 def _clean_query(query: object) -> str:
     if not isinstance(query, str) or not query.strip():
         raise RetrievalInputError("The query is empty. Type what you are looking for.")
+    if "\x00" in query:
+        # PostgreSQL cannot hold NUL in text: refused here, in words, not as a database error.
+        raise RetrievalInputError("The query contains NUL characters; send plain text.")
     query = " ".join(query.split())
     if len(query) > MAX_QUERY_CHARS:
         raise RetrievalInputError(

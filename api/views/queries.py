@@ -30,7 +30,8 @@ class QueryView(APIView):
         fields = data.validated_data
         result = retrieve(
             query=fields["query"],
-            token_budget=fields.get("token_budget") or settings.TOKEN_BUDGET_DEFAULT,
+            # Only a missing budget takes the default: 0 is refused in the engine's words, not replaced.
+            token_budget=fields.get("token_budget", settings.TOKEN_BUDGET_DEFAULT),
             mode=fields.get("mode"),
             collection=fields.get("collection") or None,
             documents=fields.get("documents") or None,

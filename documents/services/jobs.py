@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from functools import partial
 
 import numpy as np
 from django.conf import settings
@@ -26,6 +27,7 @@ from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
 from documents.models import Document, IngestionJob, Node
 from documents.services.trees import document_tree_replace
+from openfable.celery import queue_task
 from openfable.embeddings import (
     Embedder,
     EmbeddingDimensionError,
@@ -50,8 +52,11 @@ def job_progress(job: IngestionJob, stage: str, fraction: float = 0.0) -> None:
     job.stage, job.progress = stage, percent
 
 
-def job_claim(*, document_id: int) -> IngestionJob | None:
-    """The newest unfinished job of the document, marked running; None when there is nothing to do."""
+def job_claim(*, document_id: int, worker: str = "") -> IngestionJob | None:
+    """The newest unfinished job of the document, marked running; None when there is nothing to do.
+
+    ``worker`` ("host:pid") names the process running it, so that a worker starting on the same
+    host can tell a job whose process died (``jobs_requeue_orphans``)."""
     with transaction.atomic():
         job = (
             IngestionJob.objects.select_for_update()
@@ -67,7 +72,8 @@ def job_claim(*, document_id: int) -> IngestionJob | None:
         job.status = IngestionJob.Status.RUNNING
         job.started = job.heartbeat = timezone.now()
         job.error = ""
-        job.save(update_fields=["status", "started", "heartbeat", "error"])
+        job.worker = worker
+        job.save(update_fields=["status", "started", "heartbeat", "error", "worker"])
         Document.objects.filter(pk=document_id).update(status=Document.Status.INDEXING)
     return job
 
@@ -91,6 +97,7 @@ def job_run_now(
     tree: TreeNode | None = None,
     retryable: tuple[type[Exception], ...] = (),
     claimed: IngestionJob | None = None,
+    worker: str = "",
 ) -> JobRun | None:
     """Claim the document's newest unfinished job and run it in this process.
 
@@ -102,7 +109,7 @@ def job_run_now(
     or the document was deleted meanwhile (logged, not an error). ``claimed``: a job the
     caller already claimed (the agent path claims its own before it runs).
     """
-    job = claimed or job_claim(document_id=document_id)
+    job = claimed or job_claim(document_id=document_id, worker=worker)
     if job is None:
         logger.info("document %s: no unfinished ingestion job (deleted or already done)", document_id)
         return None
@@ -250,6 +257,38 @@ def jobs_fail_stalled() -> int:
             "restarted or ran out of memory. The previous tree is intact; retry to index it again.",
         )
     return len(stalled)
+
+
+def jobs_requeue_orphans(*, hostname: str, alive: Callable[[int], bool]) -> list[int]:
+    """Put back in the queue the running jobs of this host whose process is gone; their documents' ids.
+
+    Called when a worker starts: a worker killed as a whole (SIGKILL, out of memory) takes its
+    task with it under the filesystem broker, and leaves it unacknowledged for an hour under
+    Redis. A job claimed by a process of this host that no longer exists is such a job: it is
+    queued again and its task sent anew, so it is redelivered at once instead of "indexing"
+    forever. The previous tree served queries all along (the swap happens at the very end).
+    """
+    orphans = []
+    for job in IngestionJob.objects.filter(
+        status=IngestionJob.Status.RUNNING, worker__startswith=f"{hostname}:"
+    ).only("pk", "document_id", "worker"):
+        pid = job.worker.rsplit(":", 1)[1]
+        if pid.isdigit() and not alive(int(pid)):
+            orphans.append(job)
+    for job in orphans:
+        logger.warning(
+            "job %s of document %s lost its worker (%s); queueing it again",
+            job.pk,
+            job.document_id,
+            job.worker,
+        )
+        with transaction.atomic():
+            IngestionJob.objects.filter(pk=job.pk, status=IngestionJob.Status.RUNNING).update(
+                status=IngestionJob.Status.QUEUED, worker="", stage=IngestionJob.Stage.QUEUED, progress=0
+            )
+            Document.objects.filter(pk=job.document_id).update(status=Document.Status.QUEUED)
+            transaction.on_commit(partial(queue_task, "documents.tasks.ingest_document", job.document_id))
+    return [job.document_id for job in orphans]
 
 
 def job_fail_unfinished(*, document_id: int, error: str) -> None:

@@ -1,0 +1,282 @@
+"""Bad input on the REST API: each row a 4xx in the one error shape, with words, and nothing written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import override_settings
+from rest_framework.test import APIClient
+
+from documents.models import Document, Node
+from openfable.api_tokens import token_create
+from tests.reliability import INJECTION, ONE_MEGABYTE_QUERY, SCRIPT, SQL, row_counts
+from tests.reliability.conftest import Tree
+
+pytestmark = pytest.mark.django_db
+
+API = "/v1/api"
+SMALL_LIMIT = 100  # MAX_DOCUMENT_BYTES in the size rows; their payloads are 10x over it
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    method: str
+    url: Callable[[Tree], str]
+    body: Callable[[Tree], Any] = lambda tree: {}
+    status: int = 400
+    fragment: str = ""
+    multipart: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def _doc(tree: Tree) -> str:
+    return f"{API}/documents"
+
+
+def _query(tree: Tree) -> str:
+    return f"{API}/query"
+
+
+def _query_body(budget: Any, query: str = "facts") -> Callable[[Tree], Any]:
+    return lambda tree: {"query": query, "token_budget": budget}
+
+
+ROWS = [
+    Row("empty text", "post", _doc, lambda t: {"text": ""}, 400, "empty"),
+    Row("whitespace-only text", "post", _doc, lambda t: {"text": " \n\t \r\n"}, 400, "empty"),
+    Row("text with NUL", "post", _doc, lambda t: {"text": "abc\x00def"}, 400, "Null characters"),
+    Row(
+        "binary file",
+        "post",
+        _doc,
+        lambda t: {"file": SimpleUploadedFile("blob.txt", b"abc\x00\x01\x02def")},
+        400,
+        "NUL characters",
+        multipart=True,
+    ),
+    Row(
+        "non-UTF-8 file",
+        "post",
+        _doc,
+        lambda t: {"file": SimpleUploadedFile("latin.txt", b"caf\xe9 au lait")},
+        400,
+        "not UTF-8",
+        multipart=True,
+    ),
+    Row(
+        "file 10x over the size limit",
+        "post",
+        _doc,
+        lambda t: {"file": SimpleUploadedFile("big.txt", b"x" * (10 * SMALL_LIMIT))},
+        400,
+        f"the limit is {SMALL_LIMIT}",
+        multipart=True,
+        settings={"MAX_DOCUMENT_BYTES": SMALL_LIMIT},
+    ),
+    Row(
+        "text 10x over the size limit",
+        "post",
+        _doc,
+        lambda t: {"text": "x" * (10 * SMALL_LIMIT)},
+        400,
+        f"the limit is {SMALL_LIMIT}",
+        settings={"MAX_DOCUMENT_BYTES": SMALL_LIMIT},
+    ),
+    Row("over-long tag", "post", _doc, lambda t: {"text": "Tags.", "tags": ["t" * 101]}, 400, "at most 100"),
+    Row(
+        "unknown collection",
+        "post",
+        _doc,
+        lambda t: {"text": "Hi.", "collection": "nope"},
+        404,
+        "no collection",
+    ),
+    Row("unknown document", "get", lambda t: f"{API}/documents/999999", status=404, fragment="no document"),
+    Row("huge document id", "get", lambda t: f"{API}/documents/{10**30}", status=404, fragment="no document"),
+    Row("unknown document tree", "get", lambda t: f"{API}/documents/999999/tree", status=404),
+    Row("unknown node", "get", lambda t: f"{API}/nodes/999999", status=404, fragment="no node"),
+    Row("unknown job", "get", lambda t: f"{API}/jobs/999999", status=404, fragment="no ingestion job"),
+    Row(
+        "unknown collection id",
+        "get",
+        lambda t: f"{API}/collections/nope",
+        status=404,
+        fragment="no collection",
+    ),
+    Row("budget 99", "post", _query, _query_body(99), 400, "outside the accepted range"),
+    Row("budget 32001", "post", _query, _query_body(32001), 400, "outside the accepted range"),
+    Row("budget 0", "post", _query, _query_body(0), 400, "outside the accepted range"),
+    Row("budget -5", "post", _query, _query_body(-5), 400, "outside the accepted range"),
+    Row("budget 'lots'", "post", _query, _query_body("lots"), 400, "not valid"),
+    Row("budget '1e3'", "post", _query, _query_body("1e3"), 400, "not valid"),
+    Row("empty query", "post", _query, _query_body(500, ""), 400, "The query is empty"),
+    Row("1 MB query", "post", _query, _query_body(500, ONE_MEGABYTE_QUERY), 400, "the limit is 4,000"),
+    Row("query with NUL", "post", _query, _query_body(500, "tide\x00"), 400, "Null characters"),
+    Row(
+        "unknown document filter",
+        "post",
+        _query,
+        lambda t: {"query": "facts", "documents": ["abc"]},
+        400,
+        "not valid",
+    ),
+    Row(
+        "split outside the leaf",
+        "post",
+        lambda t: f"{API}/nodes/{t.leaf1.pk}/split",
+        lambda t: {"position": t.leaf3.start_char},
+        400,
+        "is not inside leaf",
+    ),
+    Row(
+        "split at -5",
+        "post",
+        lambda t: f"{API}/nodes/{t.leaf1.pk}/split",
+        lambda t: {"position": -5},
+        400,
+        "is not inside leaf",
+    ),
+    Row(
+        "split at 'lots'",
+        "post",
+        lambda t: f"{API}/nodes/{t.leaf1.pk}/split",
+        lambda t: {"position": "lots"},
+        400,
+        "not valid",
+    ),
+    Row(
+        "split of an unknown node",
+        "post",
+        lambda t: f"{API}/nodes/999999/split",
+        lambda t: {"position": 3},
+        404,
+        "no node",
+    ),
+    Row(
+        "merge of the last leaf",
+        "post",
+        lambda t: f"{API}/nodes/{t.leaf3.pk}/merge",
+        status=400,
+        fragment="no next leaf",
+    ),
+    Row(
+        "move into its own subtree",
+        "post",
+        lambda t: f"{API}/nodes/{t.alpha.pk}/move",
+        lambda t: {"parent": t.inner.pk},
+        400,
+        "cannot move into itself",
+    ),
+    Row(
+        "move under an unknown parent",
+        "post",
+        lambda t: f"{API}/nodes/{t.alpha.pk}/move",
+        lambda t: {"parent": 999999},
+        404,
+        "no node",
+    ),
+    Row(
+        "group of non-siblings",
+        "post",
+        lambda t: f"{API}/documents/{t.document.pk}/group",
+        lambda t: {"first": t.leaf1.pk, "last": t.leaf3.pk, "title": "G"},
+        400,
+        "not siblings",
+    ),
+    Row(
+        "dissolve of a leaf",
+        "post",
+        lambda t: f"{API}/nodes/{t.leaf1.pk}/dissolve",
+        status=400,
+        fragment="no children to move up",
+    ),
+    Row(
+        "dissolve of the root",
+        "post",
+        lambda t: f"{API}/nodes/{t.root.pk}/dissolve",
+        status=400,
+        fragment="root cannot be dissolved",
+    ),
+]
+
+
+def _client(user: Any) -> APIClient:
+    _, key = token_create(user=user, name="reliability")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
+def test_bad_input_is_refused_in_words_and_writes_nothing(tree: Tree, row: Row) -> None:
+    client = _client(tree.owner)
+    before = row_counts()
+    tree_before = list(Node.objects.order_by("pk").values_list("pk", "parent_id", "start_char", "end_char"))
+    body = row.body(tree)
+    with override_settings(**row.settings):
+        response = getattr(client, row.method)(
+            row.url(tree), body, format="multipart" if row.multipart else "json"
+        )
+    assert response.status_code == row.status, response.content[:500]
+    error = response.json()["error"]
+    assert set(error) == {"code", "message", "details"} and error["message"]
+    assert row.fragment in f"{error['message']} {error['details']}", error
+    assert row_counts() == before
+    after = list(Node.objects.order_by("pk").values_list("pk", "parent_id", "start_char", "end_char"))
+    assert after == tree_before, "a refused edit changed the tree"
+
+
+@pytest.mark.parametrize("budget", [100, 32000])
+def test_budgets_at_the_bounds_are_accepted(tree: Tree, hash_queries: None, budget: int) -> None:
+    response = _client(tree.owner).post(
+        f"{API}/query", {"query": "facts", "token_budget": budget}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    assert response.json()["result"]["token_budget"] == budget
+
+
+def test_the_file_size_is_refused_from_its_declared_size(tree: Tree) -> None:
+    """The serializer's refusal (beside the `file` field), before the service reads the body."""
+    with override_settings(MAX_DOCUMENT_BYTES=SMALL_LIMIT):
+        response = _client(tree.owner).post(
+            f"{API}/documents",
+            {"file": SimpleUploadedFile("big.txt", b"x" * (10 * SMALL_LIMIT))},
+            format="multipart",
+        )
+    assert response.status_code == 400 and "the limit is" in response.json()["error"]["details"]["file"][0]
+
+
+@pytest.mark.parametrize("payload", [SCRIPT, SQL])
+def test_payloads_are_stored_verbatim(tree: Tree, payload: str) -> None:
+    client = _client(tree.owner)
+    created = client.post(
+        f"{API}/documents",
+        {"text": f"Notes {payload}", "title": payload, "tags": [payload], "collection": "facts"},
+        format="json",
+    )
+    assert created.status_code == 202, created.json()
+    document = Document.objects.get(pk=created.json()["document"]["id"])
+    assert (document.title, document.tags, document.content) == (payload, [payload], f"Notes {payload}")
+    patched = client.patch(
+        f"{API}/nodes/{tree.alpha.pk}", {"title": payload, "summary": payload}, format="json"
+    )
+    assert patched.status_code == 200, patched.json()
+    tree.alpha.refresh_from_db()
+    assert (tree.alpha.title, tree.alpha.summary) == (payload, payload)
+    assert client.get(f"{API}/documents/{document.pk}").json()["title"] == payload
+    assert Document.objects.filter(pk=tree.document.pk).exists(), "the SQL text was data, not SQL"
+
+
+def test_prompt_injection_in_a_document_is_stored_and_returned_verbatim(tree: Tree) -> None:
+    client = _client(tree.owner)
+    created = client.post(f"{API}/documents", {"text": INJECTION, "collection": "facts"}, format="json")
+    assert created.status_code == 202
+    got = client.get(f"{API}/documents/{created.json()['document']['id']}")
+    plain = client.get(f"{API}/documents/{tree.document.pk}")
+    assert got.json()["content"] == INJECTION
+    assert set(got.json()) == set(plain.json()), "the text cannot change the shape of the answer"

@@ -1,0 +1,92 @@
+"""Bad input on the MCP tools (real HTTP, the SDK client): an isError result in words, nothing written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import override_settings
+from mcp_types import CallToolResult
+
+from tests.mcp_server.conftest import Person, connect, live_url, person, run_async
+from tests.reliability import INJECTION, ONE_MEGABYTE_QUERY, SCRIPT, SQL, row_counts
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+__all__ = ["live_url", "person"]  # fixtures, from the MCP tests
+
+SMALL_LIMIT = 100
+
+# (name, tool, arguments, message fragment); all rows run in one session against the live server.
+ROWS: list[tuple[str, str, dict[str, Any], str]] = [
+    ("empty text", "ingest_document", {"text": ""}, "empty"),
+    ("whitespace-only text", "ingest_document", {"text": " \n\t "}, "empty"),
+    ("text with NUL", "ingest_document", {"text": "abc\x00def"}, "NUL characters"),
+    ("text 10x over the size limit", "ingest_document", {"text": "x" * 1000}, f"the limit is {SMALL_LIMIT}"),
+    ("unknown collection", "ingest_document", {"text": "Hi.", "collection": "nope"}, "no collection"),
+    ("over-long tag", "ingest_document", {"text": "Hi.", "tags": ["t" * 101]}, "at most 100"),
+    ("budget 99", "query", {"query": "facts", "token_budget": 99}, "outside the accepted range"),
+    ("budget 32001", "query", {"query": "facts", "token_budget": 32001}, "outside the accepted range"),
+    ("budget -5", "query", {"query": "facts", "token_budget": -5}, "outside the accepted range"),
+    ("budget 'lots'", "query", {"query": "facts", "token_budget": "lots"}, "token_budget"),
+    ("budget '1e3'", "query", {"query": "facts", "token_budget": "1e3"}, "token_budget"),
+    ("empty query", "query", {"query": ""}, "The query is empty"),
+    ("1 MB query", "query", {"query": ONE_MEGABYTE_QUERY}, "the limit is 4,000"),
+    ("query with NUL", "query", {"query": "tide\x00"}, "NUL characters"),
+    ("tag filter with NUL", "query", {"query": "facts", "tags": ["a\x00"]}, "NUL characters"),
+    ("unknown collection filter", "query", {"query": "facts", "collection": "nope"}, "no collection"),
+    ("unknown document filter", "query", {"query": "facts", "documents": [999999]}, "No document"),
+    ("unknown document", "get_document", {"document_id": 999999}, "no document"),
+    ("unknown document tree", "get_tree", {"document_id": 999999}, "no document"),
+    ("unknown node", "get_node", {"node_id": 999999}, "no node"),
+    ("unknown job", "job_status", {"job_id": 999999}, "no ingestion job"),
+    ("delete an unknown document", "delete_document", {"document_id": 999999}, "no document"),
+    ("non-numeric document id", "get_document", {"document_id": "lots"}, "document_id"),
+    ("list limit 0", "list_documents", {"limit": 0}, "limit"),
+]
+
+
+def _text(result: CallToolResult) -> str:
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+def test_bad_input_is_an_error_result_in_words_and_writes_nothing(live_url: str, person: Person) -> None:
+    before = row_counts()
+
+    async def scenario() -> dict[str, str]:
+        failures: dict[str, str] = {}
+        async with connect(live_url, "streamable-http", person.key) as client:
+            for name, tool, arguments, fragment in ROWS:
+                result = await client.call_tool(tool, arguments)
+                text = _text(result)
+                if not result.is_error or fragment not in text or "Traceback" in text:
+                    failures[name] = f"is_error={result.is_error}: {text[:300]}"
+        return failures
+
+    with override_settings(MAX_DOCUMENT_BYTES=SMALL_LIMIT):
+        failures = run_async(scenario)
+    assert failures == {}
+    assert row_counts() == before
+
+
+def test_payloads_and_prompt_injection_are_stored_and_returned_verbatim(
+    live_url: str, person: Person
+) -> None:
+    async def scenario() -> list[dict[str, Any]]:
+        answers = []
+        async with connect(live_url, "streamable-http", person.key) as client:
+            for text, title in [(INJECTION, "Note"), (f"Notes {SQL}", SCRIPT)]:
+                added = await client.call_tool(
+                    "ingest_document",
+                    {"text": text, "title": title, "tags": [SQL], "collection": "volcanoes"},
+                )
+                assert not added.is_error, _text(added)
+                assert isinstance(added.structured_content, dict)
+                document_id = added.structured_content["document"]["document_id"]
+                got = await client.call_tool("get_document", {"document_id": document_id})
+                assert not got.is_error and isinstance(got.structured_content, dict)
+                answers.append(got.structured_content)
+        return answers
+
+    injected, marked = run_async(scenario)
+    assert injected["content"] == INJECTION and set(injected) == set(marked), "text cannot reshape the answer"
+    assert (marked["title"], marked["tags"], marked["content"]) == (SCRIPT, [SQL], f"Notes {SQL}")
