@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # System packages the test suite drives for real: docker-compose (to validate
 # docker-compose.yml without a Docker engine) and Debian's chromium (the browser tests drive it
-# through Playwright; Playwright's own browser download is not used).
+# through Playwright; Playwright's own browser download is not used), and Debian's redis-server
+# (the fault tests run the production broker for real).
 # Installs what is missing when apt-get is available and we are root; otherwise says what to install.
 set -euo pipefail
-declare -A wanted=([docker-compose]=docker-compose [chromium]=chromium)
+declare -A wanted=([docker-compose]=docker-compose [chromium]=chromium [redis-server]=redis-server)
 missing=()
 for command in "${!wanted[@]}"; do
   command -v "$command" >/dev/null 2>&1 || missing+=("${wanted[$command]}")

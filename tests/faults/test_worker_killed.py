@@ -1,12 +1,16 @@
 """A Celery worker killed as a whole while it re-indexes a document (SIGKILL of the worker and its
-pool child, the embedded filesystem broker): the document keeps its previous tree the whole time,
+pool child), with both brokers: the embedded filesystem one (the message is gone once fetched)
+and Redis as production runs it (Debian's redis-server, started here; the message would sit
+unacknowledged for the visibility timeout). The document keeps its previous tree the whole time,
 and the next worker that starts queues the job again, so it is redelivered at once instead of
-staying "indexing" forever. Real processes, a real broker folder, the test database."""
+staying "indexing" forever. Real processes, real brokers, the test database."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -34,34 +38,71 @@ TEXT = "\n\n".join(
 )
 
 
-@pytest.fixture
-def broker_folder(tmp_path: Path) -> Iterator[Path]:
-    """This process and the workers share one filesystem broker folder of the test's own."""
-    folders = {name: tmp_path / "broker" / name for name in ("queue", "control")}
-    for folder in folders.values():
-        folder.mkdir(parents=True)
+@pytest.fixture(params=["filesystem", "redis"])
+def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A broker of the test's own, shared by this process and the workers it starts: a data
+    folder for the workers, and the environment that points them at the broker."""
     previous = (celery_app.conf.broker_url, celery_app.conf.broker_transport_options)
-    celery_app.conf.broker_url = "filesystem://"
-    celery_app.conf.broker_transport_options = {
-        "data_folder_in": str(folders["queue"]),
-        "data_folder_out": str(folders["queue"]),
-        "control_folder": str(folders["control"]),
-    }
+    server: subprocess.Popen[bytes] | None = None
+    if request.param == "filesystem":
+        folders = {name: tmp_path / "broker" / name for name in ("queue", "control")}
+        for folder in folders.values():
+            folder.mkdir(parents=True)
+        celery_app.conf.broker_url = "filesystem://"
+        celery_app.conf.broker_transport_options = {
+            "data_folder_in": str(folders["queue"]),
+            "data_folder_out": str(folders["queue"]),
+            "control_folder": str(folders["control"]),
+        }
+        environment: dict[str, str] = {}  # the workers find data_dir/broker/queue by themselves
+    else:
+        if shutil.which("redis-server") is None:
+            pytest.fail("redis-server is missing: `make test` installs it (scripts/system-deps.sh)")
+        port = _free_port()
+        server = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"redis://127.0.0.1:{port}/0"
+        _wait(lambda: _answers(port), timeout=20, what="redis-server to listen")
+        celery_app.conf.broker_url = url
+        celery_app.conf.broker_transport_options = {}
+        environment = {"OPENFABLE_BROKER_URL": url}
     celery_app._after_fork()  # a producer pool made earlier points at another broker
     try:
-        yield tmp_path
+        yield tmp_path, environment
     finally:
         celery_app.conf.broker_url, celery_app.conf.broker_transport_options = previous
         celery_app._after_fork()
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=20)
 
 
-def _start_worker(data_dir: Path, log: str) -> subprocess.Popen[bytes]:
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _start_worker(data_dir: Path, environment: dict[str, str], log: str) -> subprocess.Popen[bytes]:
     db = connection.settings_dict
     env = {key: value for key, value in os.environ.items() if not key.startswith("OPENFABLE_")}
     env |= {
         "OPENFABLE_DATABASE_URL": f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}",
         "OPENFABLE_DATA_DIR": str(data_dir),  # its broker folder is data_dir/broker/queue
         "OPENFABLE_DEBUG": "true",
+        **environment,
     }
     return subprocess.Popen(
         [
@@ -94,14 +135,17 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_killed_mid_reindex_loses_nothing_and_the_job_is_redelivered(broker_folder: Path) -> None:
+def test_a_worker_killed_mid_reindex_loses_nothing_and_the_job_is_redelivered(
+    broker: tuple[Path, dict[str, str]],
+) -> None:
+    data_dir, environment = broker
     document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
     first = job_run_now(document_id=document.pk)
     assert first is not None and first.succeeded
     old_tree = sorted(Node.objects.filter(document=document).values_list("pk", flat=True))
 
     job = document_reindex(document=document)  # queued on commit, into the test's broker folder
-    worker = _start_worker(broker_folder, "first-worker.log")
+    worker = _start_worker(data_dir, environment, "first-worker.log")
     try:
         _wait(
             lambda: IngestionJob.objects.filter(pk=job.pk, status="running", progress__gte=5).exists(),
@@ -116,7 +160,7 @@ def test_a_worker_killed_mid_reindex_loses_nothing_and_the_job_is_redelivered(br
     assert job.status == IngestionJob.Status.RUNNING and job.worker, "the dead worker could not say so"
     assert sorted(Node.objects.filter(document=document).values_list("pk", flat=True)) == old_tree
 
-    replacement = _start_worker(broker_folder, "second-worker.log")
+    replacement = _start_worker(data_dir, environment, "second-worker.log")
     try:
         _wait(
             lambda: IngestionJob.objects.filter(pk=job.pk, status="succeeded").exists(),
