@@ -66,7 +66,7 @@ def test_make_run_serves_the_home_page_and_admin_then_stops(tmp_path: Path) -> N
                 break
             except OSError:
                 time.sleep(0.5)
-        assert "Corpus" in body
+        assert "Sign in" in body and "OpenFable" in body, "the home page asks for a sign-in"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/admin/login/", timeout=5) as response:
             assert response.status == 200
         # uvicorn serves the ASGI app: static files through WhiteNoise, and the MCP endpoint.
