@@ -22,7 +22,7 @@ import numpy as np
 
 from openfable.errors import UserInputError
 from openfable.llm import import_litellm, litellm_model_name
-from openfable.retry import RetryPolicy, call_with_retries, is_transient, status_code_of
+from openfable.retry import RetryPolicy, call_with_retries, describe_failure, is_timeout, is_transient
 
 logger = logging.getLogger(__name__)
 
@@ -260,13 +260,14 @@ class RemoteEmbedder:
 
     def _map_error(self, exc: Exception) -> EmbeddingError:
         where = self.url or "the provider"
-        code = status_code_of(exc)
-        detail = f"{type(exc).__name__}" + (f" (HTTP {code})" if code else "") + f": {exc}"
+        detail = describe_failure(exc, timeout_s=self.timeout)
         if is_transient(exc):
+            # A 5xx, a rate limit or a body that is not JSON is an answer, just not a usable one:
+            # "did not answer" would send people looking at the network instead of the server.
+            remedy = "raise OPENFABLE_EMBEDDING_TIMEOUT" if is_timeout(exc) else "look at its log"
             return EmbeddingError(
-                f"The embedding service at {where} did not answer after "
-                f"{self.retry_policy.max_retries + 1} attempts ({detail}). Check that it is running "
-                "and reachable, or raise OPENFABLE_EMBEDDING_TIMEOUT."
+                f"The embedding service at {where} failed {self.retry_policy.max_retries + 1} attempts "
+                f"in a row ({detail}). Check that it is running and reachable, or {remedy}."
             )
         return EmbeddingError(
             f"The embedding service at {where} rejected the request for model {self.model_name!r} "
@@ -304,6 +305,7 @@ def get_embedder() -> Embedder:
         batch_size=batch_size,
         timeout=float(getattr(settings, "EMBEDDING_TIMEOUT", 60.0)),
         max_retries=int(getattr(settings, "EMBEDDING_MAX_RETRIES", 3)),
+        retry_base_delay_s=float(getattr(settings, "EMBEDDING_RETRY_BASE_DELAY", 1.0)),
         send_dimensions=bool(send_dimensions),
         query_prefix=getattr(settings, "EMBEDDING_QUERY_PREFIX", "") or "",
         passage_prefix=getattr(settings, "EMBEDDING_PASSAGE_PREFIX", "") or "",

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
 
-from openfable.retry import RetryPolicy, call_with_retries, is_transient, status_code_of
+from openfable.retry import RetryPolicy, call_with_retries, describe_failure, is_transient, status_code_of
 
 logger = logging.getLogger(__name__)
 
@@ -474,7 +474,7 @@ class LLMClient:
             raise self._map_error(exc, purpose) from exc
 
     def _map_error(self, exc: Exception, purpose: str) -> LLMError:
-        summary = _describe(exc, self.config.timeout_s)
+        summary = describe_failure(exc, timeout_s=self.config.timeout_s)
         if is_transient(exc):
             attempts = self.config.max_retries + 1
             return LLMUnavailableError(
@@ -540,17 +540,6 @@ def parse_json_output(text: str, schema: Mapping[str, Any] | None = None) -> Any
     if expected == "array" and not isinstance(data, list):
         raise ValueError(f"expected a JSON array, got {type(data).__name__}")
     return data
-
-
-def _describe(exc: BaseException, timeout_s: float) -> str:
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if names & {"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError"}:
-        return f"no answer within {timeout_s:g} s (timeout)"
-    code = status_code_of(exc)
-    text = str(exc).replace("\n", " ")
-    if len(text) > 300:
-        text = text[:299] + "…"
-    return f"{type(exc).__name__}" + (f" (HTTP {code})" if code else "") + f": {text}"
 
 
 def llm_configured() -> bool:

@@ -43,6 +43,9 @@ _TRANSIENT_CLASS_NAMES = frozenset(
 )
 
 
+_TIMEOUT_CLASS_NAMES = frozenset({"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError"})
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     max_retries: int = 3  # retries after the first attempt
@@ -72,6 +75,22 @@ def is_transient(exc: BaseException) -> bool:
         # litellm gives timeouts status 408 and connection errors 500; both are transient.
         return code in (408, 429) or code >= 500
     return bool(names & _TRANSIENT_CLASS_NAMES)
+
+
+def is_timeout(exc: BaseException) -> bool:
+    return bool({cls.__name__ for cls in type(exc).__mro__} & _TIMEOUT_CLASS_NAMES)
+
+
+def describe_failure(exc: BaseException, *, timeout_s: float) -> str:
+    """A failed call in one line for people: "no answer within 60 s (timeout)", or its type, HTTP
+    status and message (cut at 300 characters)."""
+    if is_timeout(exc):
+        return f"no answer within {timeout_s:g} s (timeout)"
+    code = status_code_of(exc)
+    text = str(exc).replace("\n", " ")
+    if len(text) > 300:
+        text = text[:299] + "…"
+    return f"{type(exc).__name__}" + (f" (HTTP {code})" if code else "") + f": {text}"
 
 
 def retry_after_s(exc: BaseException) -> float | None:

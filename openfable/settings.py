@@ -161,6 +161,8 @@ EMBEDDING_DIMENSIONS = env.integer("EMBEDDING_DIMENSIONS", 384, minimum=1, maxim
 EMBEDDING_SEND_DIMENSIONS = env.is_set("EMBEDDING_DIMENSIONS")
 EMBEDDING_BATCH_SIZE = env.integer("EMBEDDING_BATCH_SIZE", 32, minimum=1, maximum=2048)
 EMBEDDING_TIMEOUT = env.number("EMBEDDING_TIMEOUT", 60.0, minimum=1.0)
+EMBEDDING_MAX_RETRIES = env.integer("EMBEDDING_MAX_RETRIES", 3, minimum=0, maximum=20)
+EMBEDDING_RETRY_BASE_DELAY = env.number("EMBEDDING_RETRY_BASE_DELAY", 1.0, minimum=0.0)
 
 # --- Retrieval --------------------------------------------------------------------------
 RETRIEVAL_TOP_K = env.integer("RETRIEVAL_TOP_K", 50, minimum=1, maximum=1000)

@@ -23,9 +23,10 @@ A reply in a script is one of:
 - :class:`DelayReply` (see :func:`delay`): wait, then send another reply (to provoke timeouts);
 - a callable ``(request_json) -> reply`` for dynamic answers.
 
-When a script runs dry, chat requests fall back to ``chat_default`` (if set) and embedding requests
-to deterministic hash vectors. A chat request with neither answers 400 with a message that says the
-script ran out: 400 is never retried, so an under-scripted test fails fast and says why.
+When a script runs dry, chat requests fall back to ``chat_default`` (if set; any reply above,
+a callable included) and embedding requests to deterministic hash vectors. A chat request with
+neither answers 400 with a message that says the script ran out: 400 is never retried, so an
+under-scripted test fails fast and says why.
 """
 
 from __future__ import annotations
@@ -286,6 +287,10 @@ class _Handler(BaseHTTPRequestHandler):
     # -- replies ---------------------------------------------------------------------------------
 
     def _answer(self, path: str, request: Any, reply: Reply) -> None:
+        if reply is None and path == CHAT_PATH:
+            # The default goes through the same unwrapping as a script: it may be a callable, a
+            # status or a delay too (e.g. a model that answers well until a test breaks it).
+            reply = self.scripted.chat_default
         # Callables may return another callable or a delay; unwrap until something concrete.
         while True:
             if callable(reply) and not isinstance(reply, type):

@@ -72,6 +72,14 @@ def test_callable_replies_see_the_request(scripted_openai: ScriptedOpenAIServer)
     assert json.loads(body["choices"][0]["message"]["content"]) == {"echo": "x"}
 
 
+def test_the_chat_default_may_be_a_callable_or_a_status(scripted_openai: ScriptedOpenAIServer) -> None:
+    request = {"model": "m", "messages": [{"content": "x"}]}
+    scripted_openai.chat_default = lambda req: status(500) if req["messages"][0]["content"] == "x" else "ok"
+    assert call(scripted_openai, "/chat/completions", request)[0] == 500
+    _, _, body = call(scripted_openai, "/chat/completions", {"model": "m", "messages": [{"content": "y"}]})
+    assert body["choices"][0]["message"]["content"] == "ok"
+
+
 @pytest.mark.parametrize("encoding", ["float", "base64"])
 def test_embeddings_shape(scripted_openai: ScriptedOpenAIServer, encoding: str) -> None:
     request = {"model": "e", "input": ["a", "b"], "encoding_format": encoding}

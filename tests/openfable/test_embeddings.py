@@ -104,8 +104,10 @@ def test_remote_bad_request_is_not_retried(scripted_openai: ScriptedOpenAIServer
 def test_remote_timeout_is_retried_then_fails_clearly(scripted_openai: ScriptedOpenAIServer) -> None:
     scripted_openai.script_embeddings(delay(2.0), delay(2.0))
     started = time.monotonic()
-    with pytest.raises(EmbeddingError, match="did not answer after 2 attempts"):
+    with pytest.raises(EmbeddingError, match="failed 2 attempts in a row") as caught:
         remote(scripted_openai, timeout=0.3, max_retries=1).embed_passages(["a"])
+    assert "no answer within 0.3 s (timeout)" in str(caught.value)
+    assert "raise OPENFABLE_EMBEDDING_TIMEOUT" in str(caught.value)
     assert time.monotonic() - started < 1.5
     assert len(scripted_openai.embedding_requests) == 2
 
