@@ -62,3 +62,10 @@ class PermissionDeniedError(UserInputError):
 
     status = 403
     code = "forbidden"
+
+
+class TooManyAttemptsError(UserInputError):
+    """Too many tries in a short time (e.g. failed sign-ins): wait, then try again."""
+
+    status = 429
+    code = "too_many_attempts"

@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
-from openfable.errors import ServiceUnavailableError, UserInputError
+from openfable.errors import ServiceUnavailableError, TooManyAttemptsError, UserInputError
 
 logger = logging.getLogger(__name__)
 DATABASE_UNAVAILABLE = ServiceUnavailableError(
@@ -78,6 +78,32 @@ def drf_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
         message, details = "The request is not valid; see details for each field.", detail
     response.data = {"error": {"code": str(code), "message": message, "details": details}}
     return response
+
+
+def login_lockout_response(request: HttpRequest, *args: Any) -> HttpResponse:
+    """django-axes' answer to a sign-in refused for too many failures (``AXES_LOCKOUT_CALLABLE``):
+    the error page in the app's look, or the JSON shape, with 429. Axes passes the original
+    response and the credentials too (positions differ between its sync and async paths); the
+    message needs neither."""
+    from django.conf import settings
+
+    wait = _duration_text(settings.LOGIN_COOLOFF_SECONDS)
+    error = TooManyAttemptsError(
+        f"Too many failed sign-ins for this username from your address. Try again in {wait}, "
+        "or ask an administrator to unlock it (Admin → Access attempts).",
+        details={"retry_after_seconds": settings.LOGIN_COOLOFF_SECONDS},
+    )
+    response = user_error_response(request, error)
+    response["Retry-After"] = str(settings.LOGIN_COOLOFF_SECONDS)
+    return response
+
+
+def _duration_text(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} hour{'s' if seconds != 3600 else ''}"
+    if seconds % 60 == 0:
+        return f"{seconds // 60} minute{'s' if seconds != 60 else ''}"
+    return f"{seconds} second{'s' if seconds != 1 else ''}"
 
 
 class HtmxHttpRequest(HttpRequest):

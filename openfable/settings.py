@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -56,6 +57,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "openfable",
     "documents",
     "retrieval",
@@ -74,6 +76,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "openfable.http.UserInputErrorMiddleware",
+    # Last, as django-axes asks: it turns a sign-in refused for too many failures into the 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "openfable.urls"
@@ -248,6 +252,8 @@ LOGGING = {
         "LiteLLM": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
         "pgserver": {"level": "WARNING"},
+        # Its start-up banner would precede every command's output; lockouts are warnings and show.
+        "axes.apps": {"level": "WARNING"},
     },
 }
 
@@ -266,5 +272,31 @@ SECURE_SSL_REDIRECT = env.boolean("SSL_REDIRECT", HTTPS)
 SECURE_HSTS_SECONDS = env.integer("HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.boolean("HSTS_INCLUDE_SUBDOMAINS", HTTPS)
 SECURE_HSTS_PRELOAD = env.boolean("HSTS_PRELOAD", HTTPS)
-if env.boolean("BEHIND_PROXY", False):
+BEHIND_PROXY = env.boolean("BEHIND_PROXY", False)
+if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- Sign-in lockout (django-axes) ----------------------------------------------------------
+# Failed sign-ins (/accounts/login/ and /admin/login/) are counted per username and client address.
+# After LOGIN_FAILURE_LIMIT of them that pair is refused, even with the right password, for
+# LOGIN_COOLOFF_SECONDS (each further try starts the wait again); a successful sign-in clears the
+# count. Counting the pair, not the username alone, means nobody elsewhere can lock a person out.
+# Attempts live in the database, so every web worker sees the same count.
+LOGIN_FAILURE_LIMIT = env.integer("LOGIN_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
+LOGIN_COOLOFF_SECONDS = env.integer("LOGIN_COOLOFF_SECONDS", 900, minimum=1)
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: it refuses a locked-out pair before any check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(seconds=LOGIN_COOLOFF_SECONDS)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_LOCKOUT_CALLABLE = "openfable.http.login_lockout_response"
+if BEHIND_PROXY:
+    # Behind the proxy every request comes from the proxy's address: take the client's from the
+    # X-Forwarded-For entry the proxy appended (the right-most; the ones left of it are the client's
+    # word and could be forged), or all clients would share one count.
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+    AXES_IPWARE_PROXY_ORDER = "right-most"
