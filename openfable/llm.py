@@ -9,6 +9,17 @@ is the one record of calls, tokens and cost that every LLM step (indexing and re
 The default response cache is :class:`DatabaseLLMCache`, one row per answer in
 ``openfable.models.LLMCacheEntry`` (a table ``migrate`` makes).
 
+Servers as people run them (``openfable.llm_endpoints``): a server that refuses ``json_schema``
+structured output (llama-cpp-python does, with an HTTP 500) is asked again at once with
+``json_object`` and the schema in the prompt; that is learned once per model and base URL, kept
+for the process and stored beside the cached answers, so web and workers share it. Errors that a
+retry cannot heal are not retried. After ``breaker_threshold`` failed requests in a row (whoever
+made them) the endpoint cools down for ``cooldown_s``. A client made with ``respect_cooldown``
+(retrieval's: a query has the vector paths to fall back on at once) then raises
+:class:`LLMCoolingDownError` without a request, and its first call after the cool-down is one
+trial request; other clients (ingestion, summary regeneration: a person is waiting for a tree or a
+summary, and a fallback there lasts) still try, and their success ends the cool-down for all.
+
 litellm is imported lazily (``import_litellm``) because importing it takes seconds; the web process
 and commands that never call a model should not pay for it.
 
@@ -22,6 +33,8 @@ server: vLLM, llama.cpp, LM Studio, a proxy) litellm needs the ``openai/`` provi
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -35,11 +48,26 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
 
+from openfable.llm_endpoints import (
+    FORMATS,
+    CoolDown,
+    CoolingDown,
+    Endpoint,
+    ResponseFormat,
+    counts_against_endpoint,
+    endpoint_for,
+    next_format,
+    rejects_response_format,
+    response_format_for,
+    with_schema_instruction,
+)
 from openfable.retry import RetryPolicy, call_with_retries, describe_failure, is_transient, status_code_of
 
 logger = logging.getLogger(__name__)
 
 _CACHE_KEY_PREFIX = "openfable:llm:v1:"
+# The response format an endpoint was found to take, stored beside the answers (see _store_format).
+_FORMAT_KEY_PREFIX = "openfable:llm-format:v1:"
 # Servers for local models rarely need a key, but the openai SDK refuses to send a request without
 # one; this placeholder also keeps a real OPENAI_API_KEY from the environment away from them.
 _PLACEHOLDER_API_KEY = "not-needed"
@@ -97,6 +125,9 @@ class LLMConfig:
     retry_base_delay_s: float = 1.0
     retry_max_delay_s: float = 30.0
     temperature: float | None = None  # None: the provider's default (some models reject others)
+    breaker_threshold: int = 3  # failed requests in a row that start a cool-down (0: never)
+    cooldown_s: float = 60.0  # how long the endpoint cools down before one trial call (0: never)
+    respect_cooldown: bool = False  # fail at once while cooling down (see the module docstring)
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -142,6 +173,8 @@ class LLMUsage:
                 completion_tokens=outcome.completion_tokens,
                 cost_usd=outcome.cost_usd,
             )
+        if isinstance(outcome, LLMCoolingDownError):  # refused here: no request was made
+            return cls()
         if isinstance(outcome, LLMOutputError):  # the model answered: its tokens were paid for
             return cls(
                 calls=1,
@@ -179,6 +212,17 @@ class LLMRequest:
     schema_name: str
     purpose: str
     max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One call's request, as :meth:`LLMClient.complete_json` received it."""
+
+    messages: Sequence[Mapping[str, Any]]
+    schema: dict[str, Any]
+    schema_name: str
+    purpose: str
+    max_tokens: int | None
 
 
 class CacheLike(Protocol):
@@ -266,6 +310,14 @@ class LLMUnavailableError(LLMError):
         self.attempts = attempts
 
 
+class LLMCoolingDownError(LLMUnavailableError):
+    """Recent requests to this endpoint failed: no request is made until the cool-down ends."""
+
+    def __init__(self, message: str, *, purpose: str, cooldown: CoolDown) -> None:
+        super().__init__(message, purpose=purpose, attempts=0)
+        self.cooldown = cooldown
+
+
 class LLMRequestError(LLMError):
     """The service rejected the request (4xx other than 429): retrying would not help."""
 
@@ -289,7 +341,7 @@ class LLMClient:
         self._context_window: int | None = None
 
     @classmethod
-    def from_settings(cls) -> LLMClient:
+    def from_settings(cls, *, respect_cooldown: bool = False) -> LLMClient:
         """A client configured from Django settings (``OPENFABLE_LLM_*`` in the environment)."""
         from django.conf import settings
 
@@ -302,6 +354,9 @@ class LLMClient:
             max_concurrency=int(getattr(settings, "LLM_MAX_CONCURRENCY", 4)),
             context_window=int(getattr(settings, "LLM_CONTEXT_WINDOW", 8192)),
             retry_base_delay_s=float(getattr(settings, "LLM_RETRY_BASE_DELAY", 1.0)),
+            breaker_threshold=int(getattr(settings, "LLM_BREAKER_THRESHOLD", 3)),
+            cooldown_s=float(getattr(settings, "LLM_COOLDOWN_SECONDS", 60.0)),
+            respect_cooldown=respect_cooldown,
         )
         return cls(config, DatabaseLLMCache())
 
@@ -311,6 +366,20 @@ class LLMClient:
         if self._model_name is None:
             self._model_name = litellm_model_name(self.config.model, self.config.base_url)
         return self._model_name
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """What this process has learned about the model at its base URL (shared by clients)."""
+        return endpoint_for(
+            self.model_name,
+            self.config.base_url,
+            threshold=self.config.breaker_threshold,
+            cooldown_s=self.config.cooldown_s,
+        )
+
+    def cooldown(self) -> CoolDown | None:
+        """The cool-down in force for this endpoint, or None when calls may go out."""
+        return self.endpoint.breaker.cooldown()
 
     def context_window(self) -> int:
         """Input tokens the model accepts: litellm's model map, else the configured fallback."""
@@ -439,20 +508,81 @@ class LLMClient:
         purpose: str,
         max_tokens: int | None,
     ) -> Any:
+        request = _Request(messages, schema, schema_name, purpose, max_tokens)
+        endpoint = self.endpoint
+        known = self._known_format(endpoint)
+        if known is not None:
+            return self._admitted_call(endpoint, known, request)
+        # The first call finds out which format the endpoint takes; calls made meanwhile wait for
+        # its verdict instead of each spending a request on a format that may be refused.
+        with endpoint.probe_lock:
+            return self._admitted_call(endpoint, self._known_format(endpoint) or "json_schema", request)
+
+    def _admitted_call(self, endpoint: Endpoint, kind: ResponseFormat, request: _Request) -> Any:
+        """The call through the endpoint's circuit breaker, stepping down the response formats
+        while the server refuses them."""
+        try:
+            admission = endpoint.breaker.admit() if self.config.respect_cooldown else "closed"
+        except CoolingDown as cooling:
+            raise LLMCoolingDownError(
+                f"LLM call for {request.purpose} to {self.model_name} not made: {cooling}",
+                purpose=request.purpose,
+                cooldown=cooling.cooldown,
+            ) from None
+        policy = self.config.retry_policy
+        if admission == "trial":  # the first call after a cool-down: its one answer decides
+            policy = dataclasses.replace(policy, max_retries=0)
+        try:
+            while True:
+                try:
+                    response = call_with_retries(
+                        functools.partial(self._attempt, endpoint, self._request_kwargs(kind, request)),
+                        policy=policy,
+                        what=f"LLM {request.purpose} ({self.model_name})",
+                    )
+                except Exception as exc:
+                    lower = next_format(kind)
+                    if lower is None or not rejects_response_format(exc):
+                        raise self._map_error(exc, request.purpose, attempts=policy.max_retries + 1) from exc
+                    self._learn_format(endpoint, lower, refused=kind, error=exc)
+                    kind = lower
+                    continue
+                if endpoint.response_format is None:
+                    endpoint.response_format = kind  # it works: later calls need not probe
+                return response
+        finally:
+            if admission == "trial":
+                endpoint.breaker.end_trial()
+
+    def _attempt(self, endpoint: Endpoint, kwargs: dict[str, Any]) -> Any:
+        """One request; its outcome goes to the endpoint's circuit breaker."""
         litellm = import_litellm()
+        with self._slots:
+            try:
+                response = litellm.completion(**kwargs)
+            except Exception as exc:
+                if counts_against_endpoint(exc):
+                    endpoint.breaker.record_failure(describe_failure(exc, timeout_s=self.config.timeout_s))
+                raise
+        endpoint.breaker.record_success()
+        return response
+
+    def _request_kwargs(self, kind: ResponseFormat, request: _Request) -> dict[str, Any]:
+        messages = [dict(m) for m in request.messages]
+        if kind != "json_schema":  # the schema is no longer enforced by the server: spell it out
+            messages = with_schema_instruction(messages, schema=request.schema, name=request.schema_name)
         kwargs: dict[str, Any] = {
             "model": self.model_name,
-            "messages": [dict(m) for m in messages],
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": schema_name, "schema": schema, "strict": True},
-            },
+            "messages": messages,
             "timeout": self.config.timeout_s,
             "max_retries": 0,  # the openai SDK would otherwise retry twice on its own
             # Drop parameters a provider does not support (e.g. temperature on reasoning models)
             # instead of failing; parse_json_output copes with free-form JSON answers.
             "drop_params": True,
         }
+        response_format = response_format_for(kind, schema=request.schema, name=request.schema_name)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
         if self.config.base_url:
             kwargs["api_base"] = self.config.base_url
             kwargs["api_key"] = self.config.api_key or _PLACEHOLDER_API_KEY
@@ -460,23 +590,13 @@ class LLMClient:
             kwargs["api_key"] = self.config.api_key
         if self.config.temperature is not None:
             kwargs["temperature"] = self.config.temperature
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
+        return kwargs
 
-        def attempt() -> Any:
-            with self._slots:
-                return litellm.completion(**kwargs)
-
-        what = f"LLM {purpose} ({self.model_name})"
-        try:
-            return call_with_retries(attempt, policy=self.config.retry_policy, what=what)
-        except Exception as exc:
-            raise self._map_error(exc, purpose) from exc
-
-    def _map_error(self, exc: Exception, purpose: str) -> LLMError:
+    def _map_error(self, exc: Exception, purpose: str, *, attempts: int) -> LLMError:
         summary = describe_failure(exc, timeout_s=self.config.timeout_s)
         if is_transient(exc):
-            attempts = self.config.max_retries + 1
             return LLMUnavailableError(
                 f"LLM call for {purpose} to {self.model_name} failed after {attempts} attempts: {summary}",
                 purpose=purpose,
@@ -487,6 +607,50 @@ class LLMClient:
             purpose=purpose,
             status_code=status_code_of(exc),
         )
+
+    # -- the response format an endpoint takes ---------------------------------------------------
+
+    def _known_format(self, endpoint: Endpoint) -> ResponseFormat | None:
+        """What this process learned, else what another process stored, else None."""
+        if endpoint.response_format is None:
+            endpoint.response_format = self._load_format()
+        return endpoint.response_format
+
+    def _learn_format(
+        self, endpoint: Endpoint, kind: ResponseFormat, *, refused: ResponseFormat, error: Exception
+    ) -> None:
+        endpoint.response_format = kind
+        reason = describe_failure(error, timeout_s=self.config.timeout_s)
+        logger.warning(
+            "LLM %s at %s refuses response_format %s; asking with %s from now on (%s)",
+            self.model_name,
+            self.config.base_url or "its provider",
+            refused,
+            kind,
+            reason,
+        )
+        if self.cache is None:
+            return
+        value = {"response_format": kind, "refused": refused, "reason": reason, "learned_at": time.time()}
+        try:
+            self.cache.set(self._format_key(), value)
+        except Exception:  # the process still knows; other processes will learn it themselves
+            logger.warning("storing the LLM response format failed", exc_info=True)
+
+    def _load_format(self) -> ResponseFormat | None:
+        if self.cache is None:
+            return None
+        try:
+            value = self.cache.get(self._format_key())
+        except Exception:
+            logger.warning("LLM response format lookup failed", exc_info=True)
+            return None
+        kind = value.get("response_format") if isinstance(value, dict) else None
+        return kind if kind in FORMATS else None
+
+    def _format_key(self) -> str:
+        endpoint = f"{self.model_name}\x00{self.config.base_url}"
+        return _FORMAT_KEY_PREFIX + hashlib.sha256(endpoint.encode()).hexdigest()
 
     def _cost(self, response: Any) -> float:
         litellm = import_litellm()
@@ -554,6 +718,7 @@ __all__ = [
     "DatabaseLLMCache",
     "LLMClient",
     "LLMConfig",
+    "LLMCoolingDownError",
     "LLMError",
     "LLMOutputError",
     "LLMRequest",

@@ -5,7 +5,11 @@ those are opaque (they don't say how many attempts were made, and the SDK's defa
 silently multiplies requests), and one loop here gives every client the same policy:
 
 - retry on 429, 408, any 5xx, timeouts and connection errors;
-- never on other 4xx (bad request, auth, context window exceeded): repeating them cannot help;
+- never on other 4xx (bad request, auth, unknown model, context window exceeded): repeating them
+  cannot help; nor on a 5xx whose message shows it is one of those in disguise (llama-cpp-python
+  answers a request that fails its validation, such as an unsupported ``response_format``, with
+  HTTP 500 and pydantic's "1 validation error: ..."; some servers report an oversized prompt as a
+  500 too);
 - exponential backoff with full jitter, capped, honouring a server's ``Retry-After`` up to the cap.
 
 Classification is by duck typing (``status_code`` and exception class names) so this module needs
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +51,15 @@ _TRANSIENT_CLASS_NAMES = frozenset(
 _TIMEOUT_CLASS_NAMES = frozenset({"Timeout", "APITimeoutError", "TimeoutException", "TimeoutError"})
 
 
+# A 5xx whose message says the request itself was wrong: the same request fails the same way.
+_PERMANENT_5XX_MESSAGE = re.compile(
+    r"\d+ validation errors?\b.*('loc'|\"loc\"|input should|field required|extra inputs)"  # pydantic
+    r"|validation errors? for \w+"  # pydantic 1 / FastAPI's older wording
+    r"|context[ _]length|context[ _]window|maximum context|exceeds? (the )?(available )?context",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     max_retries: int = 3  # retries after the first attempt
@@ -73,6 +87,8 @@ def is_transient(exc: BaseException) -> bool:
     code = status_code_of(exc)
     if code is not None:
         # litellm gives timeouts status 408 and connection errors 500; both are transient.
+        if code >= 500 and _PERMANENT_5XX_MESSAGE.search(str(exc)):
+            return False
         return code in (408, 429) or code >= 500
     return bool(names & _TRANSIENT_CLASS_NAMES)
 

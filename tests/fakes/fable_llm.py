@@ -14,8 +14,18 @@ _DOCUMENT = re.compile(r"<untrusted_document>\n?(.*?)\n?</untrusted_document>", 
 _CHUNK_LINE = re.compile(r"^#(\d+) ", re.MULTILINE)
 
 
+_SCHEMA_IN_PROMPT = re.compile(r'valid against the JSON Schema "(\w+)"')
+
+
 def schema_name(request: dict[str, Any]) -> str:
-    return str(request.get("response_format", {}).get("json_schema", {}).get("name", ""))
+    """The schema the request asks for: named in ``json_schema``, or, when the client fell back to
+    ``json_object`` for a server that refuses it, in the system prompt."""
+    name = (request.get("response_format") or {}).get("json_schema", {}).get("name", "")
+    if name:
+        return str(name)
+    system = next((m["content"] for m in request["messages"] if m["role"] == "system"), "")
+    match = _SCHEMA_IN_PROMPT.search(system)
+    return match.group(1) if match else ""
 
 
 def fenced_document(request: dict[str, Any]) -> str:

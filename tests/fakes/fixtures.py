@@ -6,7 +6,17 @@ from collections.abc import Iterator
 
 import pytest
 
+from openfable.llm_endpoints import forget_endpoints
 from tests.fakes.openai_server import ScriptedOpenAIServer
+
+
+@pytest.fixture(autouse=True)
+def fresh_llm_endpoints() -> Iterator[None]:
+    """Every test starts from what a new process knows about LLM endpoints: no learned response
+    format, no cool-down (a scripted server's port, and so its endpoint, may come round again)."""
+    forget_endpoints()
+    yield
+    forget_endpoints()
 
 
 @pytest.fixture

@@ -23,6 +23,12 @@ A reply in a script is one of:
 - :class:`DelayReply` (see :func:`delay`): wait, then send another reply (to provoke timeouts);
 - a callable ``(request_json) -> reply`` for dynamic answers.
 
+``ScriptedOpenAIServer(response_formats=LLAMA_CPP_RESPONSE_FORMATS)`` behaves like
+llama-cpp-python's server: a chat request whose ``response_format.type`` is not one it takes
+(``json_schema``) is answered HTTP 500 with the validation message that server sends
+(:func:`llama_cpp_validation_error`) and uses no scripted reply; ``json_object``, with or without
+its ``schema`` key, is taken.
+
 When a script runs dry, chat requests fall back to ``chat_default`` (if set; any reply above,
 a callable included) and embedding requests to deterministic hash vectors. A chat request with
 neither answers 400 with a message that says the script ran out: 400 is never retried, so an
@@ -107,6 +113,37 @@ def status(code: int, message: str | None = None, *, headers: dict[str, str] | N
     return StatusReply(status=code, body=body, headers=dict(headers or {}))
 
 
+# The response_format types llama-cpp-python's server accepts (its ChatCompletionRequestResponseFormat
+# is a TypedDict with ``type: Literal["text", "json_object"]`` and an optional ``schema``).
+LLAMA_CPP_RESPONSE_FORMATS = ("text", "json_object")
+
+
+def llama_cpp_validation_error(response_format_type: str) -> StatusReply:
+    """llama-cpp-python's answer to a response_format type it does not take.
+
+    Its route handler (llama_cpp/server/errors.py, RouteErrorHandler) turns any exception,
+    FastAPI's request validation error included, into HTTP 500 with ``{"error": {"message":
+    str(exc), "type": "internal_server_error", "param": None, "code": None}}``. The message below
+    is str(exc) as FastAPI 0.165 / pydantic 2.14 render it for that request model (reproduced with
+    those packages; only the traceback line at its end varies by install).
+    """
+    allowed = " or ".join(f"'{t}'" for t in LLAMA_CPP_RESPONSE_FORMATS)
+    error = {
+        "type": "literal_error",
+        "loc": ("body", "response_format", "type"),
+        "msg": f"Input should be {allowed}",
+        "input": response_format_type,
+        "ctx": {"expected": allowed},
+    }
+    message = (
+        f"1 validation error:\n  {error!r}\n\n"
+        '  File "/usr/local/lib/python3.12/site-packages/llama_cpp/server/app.py", line 476, '
+        "in create_chat_completion\n    POST /v1/chat/completions"
+    )
+    body = {"error": {"message": message, "type": "internal_server_error", "param": None, "code": None}}
+    return StatusReply(status=500, body=body)
+
+
 def delay(seconds: float, then: Reply = None) -> DelayReply:
     return DelayReply(seconds=seconds, then=then)
 
@@ -149,6 +186,7 @@ class ScriptedOpenAIServer:
         honour_dimensions_param: bool = True,
         models: Iterable[str] = ("scripted-model",),
         chat_default: Reply = None,
+        response_formats: Iterable[str] | None = None,
     ) -> None:
         self.embedding_dimensions = embedding_dimensions
         # OpenAI's text-embedding-3 models shorten vectors to a requested `dimensions`; servers
@@ -156,6 +194,8 @@ class ScriptedOpenAIServer:
         self.honour_dimensions_param = honour_dimensions_param
         self.models = list(models)
         self.chat_default = chat_default
+        # None: every response_format is taken; else only these types (see the module docstring).
+        self.response_formats = None if response_formats is None else frozenset(response_formats)
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str, deque[Reply]] = {CHAT_PATH: deque(), EMBEDDINGS_PATH: deque()}
         self._lock = threading.Lock()
@@ -239,6 +279,15 @@ class ScriptedOpenAIServer:
             script = self._scripts[path]
             return script.popleft() if script else None
 
+    def _refused_format(self, body: Any) -> StatusReply | None:
+        if self.response_formats is None or not isinstance(body, dict):
+            return None
+        response_format = body.get("response_format")
+        kind = response_format.get("type") if isinstance(response_format, dict) else None
+        if kind is None or kind in self.response_formats:
+            return None
+        return llama_cpp_validation_error(str(kind))
+
     def _sleep(self, seconds: float) -> bool:
         """Sleep unless the server is closing; False when interrupted."""
         return not self._closing.wait(seconds)
@@ -280,6 +329,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.scripted._record("POST", path, dict(self.headers.items()), body)
         if path not in (CHAT_PATH, EMBEDDINGS_PATH):
             self._send_json(404, status(404, f"Unknown path {path}").body)
+            return
+        if path == CHAT_PATH and (refusal := self.scripted._refused_format(body)) is not None:
+            self._answer(path, body, refusal)
             return
         reply = self.scripted._next_reply(path)
         self._answer(path, body, reply)
