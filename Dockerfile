@@ -15,9 +15,11 @@ COPY api ./api
 COPY mcp_server ./mcp_server
 COPY benchmarks ./benchmarks
 RUN pip install --no-cache-dir .
+# .dockerignore keeps the host's virtualenv, git history and var/ (embedded database, local secret
+# key, broker queue) out of the image.
 COPY . .
 RUN useradd --create-home openfable && mkdir -p /app/var && chown -R openfable /app/var
 USER openfable
 EXPOSE 8000
 # The ASGI app: Django and the MCP server (streamable HTTP and SSE) in one process per worker.
-CMD ["gunicorn", "openfable.asgi:application", "--worker-class", "uvicorn.workers.UvicornWorker", "--bind", "0.0.0.0:8000", "--workers", "1"]
+CMD ["gunicorn", "openfable.asgi:application", "--worker-class", "uvicorn_worker.UvicornWorker", "--bind", "0.0.0.0:8000", "--workers", "1"]
