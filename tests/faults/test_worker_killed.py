@@ -10,11 +10,9 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from documents.services.jobs import job_run_now
 from openfable.celery import app as celery_app
 from tests.conftest import REPO_ROOT
 from tests.factories import CollectionFactory
+from tests.faults.processes import answers, free_port, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
@@ -58,7 +57,7 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pat
     else:
         if shutil.which("redis-server") is None:
             pytest.fail("redis-server is missing: `make test` installs it (scripts/system-deps.sh)")
-        port = _free_port()
+        port = free_port()
         server = subprocess.Popen(
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
             cwd=tmp_path,
@@ -66,7 +65,7 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pat
             stderr=subprocess.DEVNULL,
         )
         url = f"redis://127.0.0.1:{port}/0"
-        _wait(lambda: _answers(port), timeout=20, what="redis-server to listen")
+        wait_for(lambda: answers(port), timeout=20, what="redis-server to listen")
         celery_app.conf.broker_url = url
         celery_app.conf.broker_transport_options = {}
         environment = {"OPENFABLE_BROKER_URL": url}
@@ -79,20 +78,6 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pat
         if server is not None:
             server.terminate()
             server.wait(timeout=20)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def _start_worker(data_dir: Path, environment: dict[str, str], log: str) -> subprocess.Popen[bytes]:
@@ -125,15 +110,6 @@ def _start_worker(data_dir: Path, environment: dict[str, str], log: str) -> subp
     )
 
 
-def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_mid_reindex_loses_nothing_and_the_job_is_redelivered(
     broker: tuple[Path, dict[str, str]],
@@ -147,7 +123,7 @@ def test_a_worker_killed_mid_reindex_loses_nothing_and_the_job_is_redelivered(
     job = document_reindex(document=document)  # queued on commit, into the test's broker folder
     worker = _start_worker(data_dir, environment, "first-worker.log")
     try:
-        _wait(
+        wait_for(
             lambda: IngestionJob.objects.filter(pk=job.pk, status="running", progress__gte=5).exists(),
             timeout=120,
             what="the first worker to be well into the re-index",
@@ -162,7 +138,7 @@ def test_a_worker_killed_mid_reindex_loses_nothing_and_the_job_is_redelivered(
 
     replacement = _start_worker(data_dir, environment, "second-worker.log")
     try:
-        _wait(
+        wait_for(
             lambda: IngestionJob.objects.filter(pk=job.pk, status="succeeded").exists(),
             timeout=180,
             what="the job to be redelivered to the new worker and finish",
