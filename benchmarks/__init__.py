@@ -1,4 +1,4 @@
-"""The benchmarks: ``openfable bench-ingest``, ``bench-retrieval`` and ``bench-latency``.
+"""The benchmarks: ``openfable bench-ingest``, ``bench-retrieval``, ``bench-latency`` and ``bench-cost``.
 
 The layer above every surface: they use the corpus only through the public services and
 selectors (``documents.services``, ``documents.selectors``, ``retrieval.services``), exactly as
@@ -11,8 +11,10 @@ a surface would, so what they measure is what a user gets.
 - ``ingest``: indexing time of the pipeline against bare embedding of the same texts.
 - ``retrieval``: the recall / EIR harness (engine modes, baselines, ceiling and oracle).
 - ``latency``: ``vector`` mode latency on a synthetic corpus against a bare pgvector query.
-- ``report``: the markdown tables and the JSON file the three write.
-- ``cli``: the three subcommands of the ``openfable`` command line.
+- ``cost``: LLM tokens of ingestion, re-indexing and queries, against ``scripted_llm``: a
+  scripted model that speaks OpenAI's chat-completions protocol over HTTP (tests use it too).
+- ``report``: the markdown tables and the JSON file the four write.
+- ``cli``: the four subcommands of the ``openfable`` command line.
 """
 
 from __future__ import annotations

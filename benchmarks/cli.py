@@ -1,8 +1,9 @@
-"""The benchmark subcommands of `openfable`: `bench-ingest`, `bench-retrieval`, `bench-latency`.
+"""The benchmark subcommands of `openfable`: `bench-ingest`, `bench-retrieval`, `bench-latency`,
+`bench-cost`.
 
 They print markdown tables (``--json PATH`` writes the same numbers). Registered into the
 command line from here (see ``cli.management.commands.openfable.SUBCOMMAND_MODULES``). The
-handlers only parse, call ``benchmarks.ingest`` / ``retrieval`` / ``latency`` and render through
+handlers only parse, call ``benchmarks.ingest`` / ``retrieval`` / ``latency`` / ``cost`` and render through
 ``benchmarks.report``; a mistake the user can fix raises ``BenchInputError``, which the command
 line prints as ``{"error": ...}`` with exit status 1. The benchmark modules are imported when a
 benchmark runs, not when the command line starts.
@@ -10,6 +11,7 @@ benchmark runs, not when the command line starts.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,62 @@ def register(subparsers: Any) -> None:
     latency.add_argument("--collection", default="", help="reuse a synthetic collection made with --keep")
     latency.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
     latency.set_defaults(handler=_handle_bench_latency)
+
+    load = subparsers.add_parser(
+        "bench-load",
+        help="concurrent API and UI users against gunicorn + a Celery worker ingesting meanwhile (locust)",
+    )
+    load.add_argument(
+        "--collection", default="", help="reuse this indexed collection (else --docs is indexed first)"
+    )
+    load.add_argument(
+        "--docs", type=Path, default=_shared("dragonball/docs_en.jsonl"), help="documents JSONL"
+    )
+    load.add_argument("--docs-limit", type=int, default=0, help="first N documents of --docs (0: all)")
+    load.add_argument(
+        "--queries", type=Path, default=_shared("dragonball/queries_en_dev.jsonl"), help="queries JSONL"
+    )
+    load.add_argument(
+        "--background-docs",
+        type=Path,
+        default=_shared("cuad/docs.jsonl"),
+        help="documents queued through the API and indexed by the worker during the run",
+    )
+    load.add_argument("--background-limit", type=int, default=20, help="how many of them (0: none)")
+    load.add_argument(
+        "--stages", default="50x120,200x120", help="USERSxSECONDS, comma-separated, run one after the other"
+    )
+    load.add_argument("--budgets", default="500,1000,2000,4000,8000", help="query budgets, picked at random")
+    load.add_argument("--ui-share", type=float, default=0.2, help="share of the users who load UI pages")
+    load.add_argument(
+        "--think-seconds", type=float, default=1.0, help="mean wait between a user's requests (0: none)"
+    )
+    load.add_argument("--spawn-rate", type=float, default=10.0, help="users started per second")
+    load.add_argument("--web-workers", type=int, default=2, help="gunicorn's uvicorn workers")
+    load.add_argument("--keep", action="store_true", help="keep the collection indexed from --docs")
+    load.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
+    load.set_defaults(handler=_handle_bench_load)
+
+    cost = subparsers.add_parser(
+        "bench-cost",
+        help="LLM tokens of ingestion, re-indexing and queries, against a scripted model over HTTP",
+    )
+    cost.add_argument(
+        "--docs", action="append", required=True, type=Path, help="JSONL file to ingest (repeatable)"
+    )
+    cost.add_argument(
+        "--ingest-limit", type=int, default=5, help="first N documents of each file (default 5)"
+    )
+    cost.add_argument(
+        "--scopes", default="10,100,1000", help="documents in scope for the query rows (comma-separated)"
+    )
+    cost.add_argument("--queries", type=int, default=10, help="queries per scope size (default 10)")
+    cost.add_argument("--budget", type=int, default=2000, help="token budget of each query")
+    cost.add_argument(
+        "--nodes-per-document", type=int, default=30, help="nodes of each synthetic document (default 30)"
+    )
+    cost.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
+    cost.set_defaults(handler=_handle_bench_cost)
 
 
 def _parse_budgets(text: str) -> list[int]:
@@ -154,6 +212,71 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
     return table
 
 
+def _shared(relative: str) -> Path:
+    """A dataset beside the repository (../shared/datasets, or OPENFABLE_SHARED_DIR/datasets)."""
+    shared = Path(os.environ.get("OPENFABLE_SHARED_DIR") or Path(settings.BASE_DIR).parent / "shared")
+    return shared / "datasets" / relative
+
+
+def _parse_stages(text: str) -> list[Any]:
+    from benchmarks.load import Stage
+
+    stages = []
+    for part in text.split(","):
+        users, _, seconds = part.strip().lower().partition("x")
+        if not (users.isdigit() and seconds.isdigit() and int(users) > 0 and int(seconds) > 0):
+            raise BenchInputError(f"--stages: {part.strip()!r} is not USERSxSECONDS, e.g. 50x120,200x120")
+        stages.append(Stage(users=int(users), seconds=int(seconds)))
+    return stages
+
+
+def _handle_bench_load(options: dict[str, Any]) -> str:
+    from benchmarks.load import LoadErrors, LoadOptions, bench_load
+    from benchmarks.report import format_load, write_json
+
+    _check_files("queries", [options["queries"]])
+    if not options["collection"]:
+        _check_files("docs", [options["docs"]])
+    if options["background_limit"] < 0:
+        raise BenchInputError("--background-limit must be 0 (none) or more")
+    if options["background_limit"]:
+        _check_files("background-docs", [options["background_docs"]])
+    if not 0 <= options["ui_share"] <= 1:
+        raise BenchInputError("--ui-share is a share of the users, from 0 to 1 (e.g. 0.2)")
+    if options["think_seconds"] < 0 or options["spawn_rate"] <= 0 or options["web_workers"] < 1:
+        raise BenchInputError("--think-seconds must be 0 or more, --spawn-rate and --web-workers above 0")
+    report = bench_load(
+        LoadOptions(
+            stages=_parse_stages(options["stages"]),
+            budgets=_parse_budgets(options["budgets"]),
+            queries_path=options["queries"],
+            collection_slug=options["collection"],
+            docs_path=options["docs"],
+            docs_limit=max(0, options["docs_limit"]),
+            background_path=options["background_docs"],
+            background_limit=options["background_limit"],
+            ui_share=options["ui_share"],
+            think_seconds=options["think_seconds"],
+            spawn_rate=options["spawn_rate"],
+            web_workers=options["web_workers"],
+            keep=options["keep"],
+        ),
+        log=_log,
+    )
+    if options.get("json_path"):
+        write_json(report, options["json_path"])
+    table = format_load(report)
+    if report["errors"]:
+        # The table first, then the command line's one-line error and exit status 1.
+        sys.stdout.write(table)
+        sys.stdout.flush()
+        raise LoadErrors(
+            f"{report['errors']} error(s) under load (see the table above); logs kept in {report['folder']}",
+            code="load_errors",
+        )
+    return table
+
+
 def _handle_bench_latency(options: dict[str, Any]) -> str:
     from benchmarks.latency import bench_latency
     from benchmarks.report import format_latency, write_json
@@ -175,3 +298,37 @@ def _handle_bench_latency(options: dict[str, Any]) -> str:
     if options.get("json_path"):
         write_json(report, options["json_path"])
     return format_latency(report)
+
+
+def _handle_bench_cost(options: dict[str, Any]) -> str:
+    from benchmarks.cost import bench_cost
+    from benchmarks.report import format_cost, write_json
+
+    _check_files("docs", options["docs"])
+    if options["ingest_limit"] < 1:
+        raise BenchInputError("--ingest-limit must be at least 1")
+    try:
+        scopes = sorted({int(part) for part in options["scopes"].split(",") if part.strip()})
+    except ValueError:
+        raise BenchInputError(
+            f"--scopes: {options['scopes']!r} is not a list of numbers, e.g. 10,100,1000"
+        ) from None
+    if not scopes or scopes[0] < 1:
+        raise BenchInputError("--scopes: give one or more document counts of at least 1, e.g. 10,100,1000")
+    if options["queries"] < 1:
+        raise BenchInputError("--queries must be at least 1")
+    if options["nodes_per_document"] < 8:
+        raise BenchInputError("--nodes-per-document must be at least 8")
+    budget = _parse_budgets(str(options["budget"]))[0]
+    report = bench_cost(
+        docs=options["docs"],
+        ingest_limit=options["ingest_limit"],
+        scope_sizes=scopes,
+        queries=options["queries"],
+        budget=budget,
+        nodes_per_document=options["nodes_per_document"],
+        log=_log,
+    )
+    if options.get("json_path"):
+        write_json(report, options["json_path"])
+    return format_cost(report)

@@ -196,7 +196,7 @@ def bench_latency(
         centres = _document_centres(collection)
         report["load"] = {"reused": collection_slug}
     else:
-        collection, centres, report["load"] = _generate(
+        collection, centres, report["load"] = generate_corpus(
             nodes=nodes,
             per_document=nodes_per_document,
             dims=dims,
@@ -227,9 +227,12 @@ def bench_latency(
     return report
 
 
-def _generate(
+def generate_corpus(
     *, nodes: int, per_document: int, dims: int, rng: np.random.Generator, rebuild_index: bool, say: Log
 ) -> tuple[Collection, np.ndarray, dict[str, Any]]:
+    """A new collection of ``nodes // per_document`` synthetic documents (see the module
+    docstring), written through the tree service; its documents' centre vectors (query targets),
+    in creation order; and the load's timings. Also used by ``bench-cost``."""
     template = tree_template(per_document)
     documents = max(1, nodes // per_document)
     leaves_per_doc = sum(1 for node in template if node.kind == LEAF)

@@ -200,3 +200,120 @@ def format_latency(report: dict[str, Any]) -> str:
             f"Kept collection: {report['collection']} (reuse it with --collection {report['collection']})",
         ]
     return "\n".join(lines) + "\n"
+
+
+# -- bench-load ----------------------------------------------------------------------------------
+
+LOAD_HEADER = (
+    "request kind", "requests", "errors", "error %", "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms",
+    "cached",
+)  # fmt: skip
+LOAD_GROUPS = ("queries (all budgets)", "UI pages (all)", "sign-in (all)", "all requests")  # bold rows
+
+
+def format_load(report: dict[str, Any]) -> str:
+    background = report["background"]
+    lines = [
+        f"bench-load: collection {report['collection']} ({report['documents']} indexed documents), "
+        f"gunicorn with {report['web_workers']} uvicorn workers + a Celery worker (concurrency 2), "
+        "debug off, plain HTTP.",
+        f"Background ingest: {background['queued']} documents queued through the API; "
+        f"{background['indexed']} indexed, {background['failed']} failed, "
+        f"{background['unfinished']} not finished when the load stopped.",
+        "",
+    ]
+    for number, stage in enumerate(report["stages"], 1):
+        rows = stage["rows"]
+        lines += [f"### Stage {number}: {stage['users']} users for {stage['seconds']} s", ""]
+        table_rows = [
+            [
+                f"**{row['kind']}**" if row["kind"] in LOAD_GROUPS else row["kind"],
+                str(row["requests"]), str(row["errors"]), percent(row["error_rate"]),
+                f"{row['per_second']:.1f}", f"{row['p50_ms']:.0f}", f"{row['p95_ms']:.0f}",
+                f"{row['p99_ms']:.0f}", f"{row['max_ms']:.0f}",
+                str(row["cached"]) if row["kind"].startswith("quer") else "",
+            ]
+            for row in rows
+        ]  # fmt: skip
+        lines += [*markdown_table(LOAD_HEADER, table_rows), ""]
+        pages = next((row for row in rows if row["kind"] == "UI pages (all)"), None)
+        if pages:
+            lines.append(f"UI pages p95: {pages['p95_ms']:.0f} ms")
+        for error in stage["errors"]:
+            lines.append(f"- {error['count']} x {error['kind']}: {error['message']}")
+        lines.append("")
+    for problem in report["server_log_problems"][:10]:
+        lines.append(f"web server log: {problem}")
+    lines.append(f"Errors: {report['errors']}")
+    return "\n".join(lines) + "\n"
+
+
+# -- bench-cost ----------------------------------------------------------------------------------
+
+COST_INGEST_HEADER = (
+    "dataset", "docs", "doc tokens", "chunks", "LLM calls", "input tokens", "output tokens",
+    "input / doc token", "output / doc token", "fallbacks",
+)  # fmt: skip
+COST_REINDEX_HEADER = (
+    "dataset", "docs", "LLM calls", "cached calls", "requests served", "input tokens", "output tokens",
+)  # fmt: skip
+COST_QUERY_HEADER = (
+    "docs in scope", "queries", "LLM calls / query", "input tokens / query (mean)",
+    "input tokens / query (max)", "output tokens / query (mean)", "LLMselect input (max)",
+    "LLMnavigate input (max)", "meets target",
+)  # fmt: skip
+
+
+def format_cost(report: dict[str, Any]) -> str:
+    target = report["target_query_input_tokens"]
+    lines = [
+        f"bench-cost: scripted model {report['model']} over real HTTP (context window "
+        f"{report['context_window']}); tokens as the server counted them (cl100k_base + chat framing).",
+        "",
+        "### Ingestion, LLM tree builder",
+        "",
+    ]
+    rows = [
+        [
+            row["dataset"], str(row["documents"]), str(row["document_tokens"]), str(row["chunks"]),
+            str(row["server_requests"]), str(row["server_prompt_tokens"]),
+            str(row["server_completion_tokens"]), f"{row['input_per_document_token']:.2f}",
+            f"{row['output_per_document_token']:.3f}", str(row["fallbacks"]),
+        ]
+        for row in report["ingestion"]
+    ]  # fmt: skip
+    lines += [*markdown_table(COST_INGEST_HEADER, rows), "", "### Re-indexing unchanged text (target 0)", ""]
+    rows = [
+        [
+            row["dataset"], str(row["documents"]), str(row["llm_calls"]), str(row["cached_calls"]),
+            str(row["server_requests"]), str(row["server_prompt_tokens"]), str(row["server_completion_tokens"]),
+        ]
+        for row in report["reindex"]
+    ]  # fmt: skip
+    lines += [*markdown_table(COST_REINDEX_HEADER, rows), ""]
+    lines += [f"### Per query, bipath, budget {report['budget']} (target <= {target} input tokens)", ""]
+    rows = [
+        [
+            str(row["documents_in_scope"]), str(row["queries"]), f"{row['calls_per_query']:.1f}",
+            f"{row['input_mean']:.0f}", str(row["input_max"]), f"{row['output_mean']:.0f}",
+            str(row["select_input_max"]), str(row["navigate_input_max"]),
+            "yes" if row["meets_target"] else "NO",
+        ]
+        for row in report["queries"]
+    ]  # fmt: skip
+    lines += markdown_table(COST_QUERY_HEADER, rows)
+    agree = all(row["client_agrees"] for key in ("ingestion", "reindex", "queries") for row in report[key])
+    failed = sorted({name for row in report["queries"] for name in row["failed_paths"]})
+    lines += [
+        "",
+        f"Client usage (jobs' llm_* fields, results' llm_usage) equals the server's count: {'yes' if agree else 'NO'}.",
+    ]
+    if failed:
+        lines.append(f"LLM paths that failed in some query: {', '.join(failed)}.")
+    load = report.get("load") or {}
+    if load:
+        lines.append(
+            f"Synthetic corpus: {load.get('documents')} documents, {load.get('nodes')} nodes, written in {load.get('write_s')} s."
+        )
+    lines.append(f"LLM cache rows of this run deleted: {report.get('cache_rows_deleted', 0)}.")
+    return "\n".join(lines) + "\n"
