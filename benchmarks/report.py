@@ -217,7 +217,7 @@ def format_load(report: dict[str, Any]) -> str:
         f"bench-load: collection {report['collection']} ({report['documents']} indexed documents), "
         f"gunicorn with {report['web_workers']} uvicorn workers + a Celery worker (concurrency 2), "
         "debug off, plain HTTP.",
-        f"Background ingest: {background['queued']} documents queued through the API; "
+        f"Background ingest (queued through the API, indexed by the Celery worker): {background['queued']} queued, "
         f"{background['indexed']} indexed, {background['failed']} failed, "
         f"{background['unfinished']} not finished when the load stopped.",
         "",

@@ -1,0 +1,537 @@
+"""`openfable bench-load`: concurrent users against the production-shaped server, in one command.
+
+    .venv/bin/python manage.py openfable bench-load --collection bench-docs_en-2986d6
+
+(The real run; the defaults are its spec: 50 users for 120 s, then 200 users for 120 s, 20 CUAD
+contracts ingesting meanwhile. A short try: ``--stages 5x15 --background-limit 2``.)
+
+What it does, in order, on the database this command itself uses (the embedded dev database under
+var/, started if needed, or ``OPENFABLE_DATABASE_URL``):
+
+1. The corpus: ``--collection SLUG`` reuses an indexed collection; without it ``--docs`` (DragonBall
+   by default) is indexed here into a throw-away collection (``benchmarks.ingest``), deleted at the
+   end unless ``--keep``.
+2. A throw-away account: a user (member of that collection, not a superuser, so the visibility
+   filters are exercised), its API token, and a collection of its own for the background ingest.
+3. The servers, as docker-compose.yml runs them: gunicorn with ``--web-workers`` uvicorn workers
+   (2 by default) and a Celery worker (concurrency 2), on a free local port. Debug off; plain HTTP
+   (``OPENFABLE_HTTPS=false``: no redirect, no secure cookies, as on a private network). They get a
+   private data folder, so their Celery queue (the filesystem broker) is theirs alone; the API rate
+   limit is lifted for the throw-away user only (``OPENFABLE_API_THROTTLE_RATES``: every simulated
+   program shares its one token). Ready when ``/v1/api/health`` answers 200; a few unrecorded
+   queries then load the embedding model in each web worker.
+4. The background: the first ``--background-limit`` documents of ``--background-docs`` (CUAD) are
+   posted to ``/v1/api/documents`` and the Celery worker indexes them while the users run.
+5. Each stage (``USERSxSECONDS``) runs locust headless in its own process on
+   ``benchmarks/locustfile.py``: program users query ``POST /v1/api/query`` with an API token at a
+   random budget among ``--budgets``; people (``--ui-share`` of the users) sign in through the form
+   and open the corpus page, a document page and the query page. Each user waits a random
+   0 to 2 x ``--think-seconds`` between requests.
+6. The servers stop, the throw-away data goes, and the table comes out: per request kind the
+   requests, errors, req/s, p50/p95/p99/max; the UI pages' p95; what became of the background
+   documents. Any failed request, failed background document, or traceback in the web server's
+   log is an error: the command then exits with status 1 (after the table) and keeps its folder of
+   logs (its path is printed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import environ
+import httpx
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from benchmarks import BenchInputError
+from benchmarks.datasets import read_documents, read_queries
+from benchmarks.ingest import index_dataset_document
+from benchmarks.metrics import percentile
+from documents.models import Collection, Document
+from documents.selectors import collection_get, document_list
+from documents.services.documents import collection_create, collection_delete, collection_update
+from openfable.api_tokens import token_create
+from openfable.embeddings import get_embedder
+from openfable.errors import ServiceUnavailableError
+
+Log = Callable[[str], None]
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+READY_TIMEOUT_SECONDS = 240.0  # two web workers and a Celery worker importing Django on a busy machine
+STOP_TIMEOUT_SECONDS = 60  # a stage's end lets requests in flight finish (they are counted)
+SERVER_GRACE_SECONDS = 20  # then the process groups are killed (a Celery task mid-document included)
+WARM_UP_ROUNDS = 2
+QUERY_GROUP, PAGE_GROUP, SIGN_IN_GROUP = "queries (all budgets)", "UI pages (all)", "sign-in (all)"
+SERVER_LOG_PROBLEMS = re.compile(r"Traceback|WORKER TIMEOUT|Internal Server Error")
+
+
+class LoadErrors(ServiceUnavailableError):
+    """Requests failed, a background document failed, or the web server logged a traceback."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    users: int
+    seconds: int
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    stages: Sequence[Stage]
+    budgets: Sequence[int]
+    queries_path: Path
+    collection_slug: str = ""  # reuse this indexed collection; else docs_path is indexed
+    docs_path: Path | None = None
+    docs_limit: int = 0
+    background_path: Path | None = None
+    background_limit: int = 20
+    ui_share: float = 0.2
+    think_seconds: float = 1.0
+    spawn_rate: float = 10.0
+    web_workers: int = 2
+    keep: bool = False
+
+
+@dataclass
+class KindStats:
+    """One row of the table: the requests of one kind (or a group of kinds) in one stage."""
+
+    kind: str
+    requests: int
+    errors: int
+    per_second: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    max_ms: float
+    cached: int = 0
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+
+@dataclass
+class StageResult:
+    stage: Stage
+    rows: list[KindStats]
+    errors: list[tuple[str, str, int]] = field(default_factory=list)  # (kind, message, count)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "users": self.stage.users,
+            "seconds": self.stage.seconds,
+            "rows": [{**vars(row), "error_rate": row.error_rate} for row in self.rows],
+            "errors": [{"kind": kind, "message": message, "count": n} for kind, message, n in self.errors],
+        }
+
+
+# -- the statistics (pure) -----------------------------------------------------------------------
+
+
+def group_of(kind: str) -> str:
+    if kind.startswith("query "):
+        return QUERY_GROUP
+    if kind.startswith("page: "):
+        return PAGE_GROUP
+    if kind.startswith("sign-in: "):
+        return SIGN_IN_GROUP
+    return kind
+
+
+def _stats(kind: str, records: Sequence[dict[str, Any]], seconds: float) -> KindStats:
+    times = [float(record["ms"]) for record in records]
+    return KindStats(
+        kind=kind,
+        requests=len(records),
+        errors=sum(1 for record in records if record.get("error")),
+        per_second=round(len(records) / seconds, 2) if seconds else 0.0,
+        p50_ms=round(percentile(times, 50), 1),
+        p95_ms=round(percentile(times, 95), 1),
+        p99_ms=round(percentile(times, 99), 1),
+        max_ms=round(max(times, default=0.0), 1),
+        cached=sum(1 for record in records if record.get("cached")),
+    )
+
+
+def _kind_order(kind: str) -> tuple[int, int, str]:
+    groups = [QUERY_GROUP, PAGE_GROUP, SIGN_IN_GROUP]
+    group = group_of(kind)
+    rank = groups.index(group) if group in groups else len(groups)
+    budget = int(kind.split()[1]) if kind.startswith("query ") and kind.split()[1].isdigit() else 0
+    return rank, budget, kind
+
+
+def summarise(records: Sequence[dict[str, Any]], seconds: float) -> list[KindStats]:
+    """Rows per group (queries, UI pages, sign-in) followed by their kinds, then every request."""
+    by_kind: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        by_kind[str(record["name"])].append(record)
+    rows: list[KindStats] = []
+    for group in (QUERY_GROUP, PAGE_GROUP, SIGN_IN_GROUP):
+        kinds = sorted((kind for kind in by_kind if group_of(kind) == group), key=_kind_order)
+        if not kinds:
+            continue
+        rows.append(_stats(group, [record for kind in kinds for record in by_kind[kind]], seconds))
+        rows += [_stats(kind, by_kind[kind], seconds) for kind in kinds]
+    rows += [
+        _stats(kind, by_kind[kind], seconds)
+        for kind in sorted(by_kind)
+        if group_of(kind) not in (QUERY_GROUP, PAGE_GROUP, SIGN_IN_GROUP)
+    ]
+    rows.append(_stats("all requests", records, seconds))
+    return rows
+
+
+def error_counts(records: Sequence[dict[str, Any]], limit: int = 10) -> list[tuple[str, str, int]]:
+    counted = Counter(
+        (str(record["name"]), str(record["error"])) for record in records if record.get("error")
+    )
+    return [(kind, message, n) for (kind, message), n in counted.most_common(limit)]
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+def bench_load(options: LoadOptions, *, log: Log | None = None) -> dict[str, Any]:
+    say: Log = log or (lambda message: None)
+    queries = [query.text for query in read_queries(options.queries_path) if query.text.strip()]
+    if not queries:
+        raise BenchInputError(f"--queries {options.queries_path}: no query has text")
+    folder = Path(tempfile.mkdtemp(prefix="openfable-load-"))
+    undo: list[Callable[[], object]] = []  # throw-away data, removed in reverse order at the end
+    report: dict[str, Any] = {"folder": str(folder), "web_workers": options.web_workers}
+    try:
+        corpus = _corpus(options, say, undo)
+        document_ids = list(
+            document_list(user=None, collection=corpus, status=Document.Status.INDEXED).values_list(
+                "pk", flat=True
+            )
+        )
+        if not document_ids:
+            raise BenchInputError(f"The collection {corpus.slug!r} has no indexed document to query.")
+        report |= {"collection": corpus.slug, "documents": len(document_ids)}
+        user, password, key = _throw_away_account(corpus, undo)
+        username = user.get_username()
+        background = collection_create(name=f"bench-load background {uuid.uuid4().hex[:6]}", owner=user)
+        undo.append(lambda: collection_delete(collection=background))
+        plan = {
+            "token": key,
+            "username": username,
+            "password": password,
+            "collection": corpus.slug,
+            "queries": queries,
+            "budgets": list(options.budgets),
+            "document_ids": document_ids,
+            "think_seconds": options.think_seconds,
+            "ui_share": options.ui_share,
+        }
+        plan_path = folder / "plan.json"
+        plan_path.write_text(json.dumps(plan))
+        plan_path.chmod(0o600)  # it holds a key and a password, if only throw-away ones
+        with _servers(folder, web_workers=options.web_workers, unthrottled=username, log=say) as base_url:
+            api = httpx.Client(
+                base_url=f"{base_url}/v1/api", headers={"Authorization": f"Bearer {key}"}, timeout=120
+            )
+            _warm_up(api, queries=queries, collection=corpus.slug, workers=options.web_workers)
+            queued = _queue_background(api, options, collection=background.slug, log=say)
+            stages = []
+            for number, stage in enumerate(options.stages, 1):
+                say(f"stage {number}: {stage.users} users for {stage.seconds} s")
+                records = _run_stage(stage, number=number, base_url=base_url, plan=plan_path, options=options)
+                stages.append(
+                    StageResult(
+                        stage=stage, rows=summarise(records, stage.seconds), errors=error_counts(records)
+                    )
+                )
+            report["background"] = _background_state(background, queued=queued)
+        report["stages"] = [stage.as_json() for stage in stages]
+        report["server_log_problems"] = _server_log_problems(folder / "web.log")
+        report["errors"] = (
+            sum(
+                row["errors"]
+                for stage in report["stages"]
+                for row in stage["rows"]
+                if row["kind"] == "all requests"
+            )
+            + report["background"]["failed"]
+            + len(report["server_log_problems"])
+        )
+    finally:
+        for step in reversed(undo):
+            step()
+        if report.get("errors") == 0:
+            shutil.rmtree(folder, ignore_errors=True)
+    return report
+
+
+def _corpus(options: LoadOptions, say: Log, undo: list[Callable[[], object]]) -> Collection:
+    if options.collection_slug:
+        return collection_get(user=None, collection=options.collection_slug)
+    if options.docs_path is None:
+        raise BenchInputError("Give --collection SLUG (an indexed collection) or --docs PATH to index.")
+    items = read_documents(options.docs_path, options.docs_limit)
+    collection = collection_create(name=f"bench-load {options.docs_path.stem} {uuid.uuid4().hex[:6]}")
+    if options.keep:
+        say(f"keeping collection {collection.slug} (reuse it with --collection {collection.slug})")
+    else:
+        undo.append(lambda: collection_delete(collection=collection))
+    embedder = get_embedder()
+    for number, item in enumerate(items, 1):
+        indexed = index_dataset_document(collection=collection, item=item, embedder=embedder)
+        if indexed.error is not None:
+            say(f"FAILED {item.doc_id}: {indexed.error}")
+        say(f"indexed {number}/{len(items)}: {item.title}")
+    return collection
+
+
+def _throw_away_account(corpus: Collection, undo: list[Callable[[], object]]) -> tuple[Any, str, str]:
+    """A plain user who may see the corpus (a member), with a token; deleting it takes both."""
+    username = f"bench-load-{secrets.token_hex(4)}"
+    password = secrets.token_urlsafe(16)
+    user = get_user_model().objects.create_user(username=username, password=password)
+    undo.append(user.delete)  # takes its token and its membership
+    collection_update(collection=corpus, members=[*corpus.members.all(), user])
+    _token, key = token_create(user=user, name="bench-load")
+    return user, password, key
+
+
+def _database_url() -> str:
+    """The database this process uses (the test database under pytest), as OPENFABLE_DATABASE_URL."""
+    db = connection.settings_dict
+    if settings.DATABASE_URL and environ.Env.db_url_config(settings.DATABASE_URL)["NAME"] == db["NAME"]:
+        return str(settings.DATABASE_URL)  # keeps its options (sslmode, ...)
+    auth = quote(str(db.get("USER") or ""), safe="")
+    if db.get("PASSWORD"):
+        auth += ":" + quote(str(db["PASSWORD"]), safe="")
+    host, port, name = str(db.get("HOST") or ""), str(db.get("PORT") or ""), quote(str(db["NAME"]), safe="")
+    if host.startswith("/"):  # a socket folder (the embedded server)
+        return f"postgresql://{auth}@/{name}?host={quote(host, safe='/')}"
+    return f"postgresql://{auth}@{host}{':' + port if port else ''}/{name}"
+
+
+def server_environment(data_dir: Path, *, unthrottled: str) -> dict[str, str]:
+    """The caller's environment (its LLM and embedding settings) with the production switches."""
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DJANGO_ALLOW_ASYNC_UNSAFE", "OPENFABLE_TEST_DATABASE_NAME")
+    }
+    rates = {**settings.API_THROTTLE_RATES, unthrottled: "1000000/minute"}
+    return environment | {
+        "DJANGO_SETTINGS_MODULE": "openfable.settings",
+        "OPENFABLE_DATABASE_URL": _database_url(),
+        "OPENFABLE_DATA_DIR": str(data_dir),
+        "OPENFABLE_SECRET_KEY": settings.SECRET_KEY,
+        "OPENFABLE_DEBUG": "false",
+        "OPENFABLE_HTTPS": "false",
+        "OPENFABLE_API_THROTTLE_RATES": ",".join(f"{user}={rate}" for user, rate in rates.items()),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def web_command(*, port: int, workers: int) -> list[str]:
+    """docker-compose.yml's web command (tests/benchmarks/test_load.py keeps the two alike)."""
+    return [
+        sys.executable, "-m", "gunicorn", "openfable.asgi:application",
+        "--worker-class", "uvicorn_worker.UvicornWorker",
+        "--workers", str(workers),
+        "--bind", f"127.0.0.1:{port}",
+        "--timeout", "120",
+        "--graceful-timeout", "10",
+        "--keep-alive", "5",
+    ]  # fmt: skip
+
+
+def worker_command() -> list[str]:
+    """docker-compose.yml's worker command."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "openfable",
+        "worker",
+        "--loglevel",
+        "INFO",
+        "--concurrency",
+        "2",
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _servers(folder: Path, *, web_workers: int, unthrottled: str, log: Log) -> Iterator[str]:
+    """The Celery worker and the web server, each in its own process group; yields the base URL."""
+    environment = server_environment(folder / "var", unthrottled=unthrottled)
+    port = _free_port()
+    started: list[tuple[str, subprocess.Popen[bytes]]] = []
+    try:
+        for name, command in (
+            ("worker", worker_command()),
+            ("web", web_command(port=port, workers=web_workers)),
+        ):
+            process = subprocess.Popen(
+                command,
+                cwd=settings.BASE_DIR,
+                env=environment,
+                start_new_session=True,  # the stop takes its children (web workers, pool) too
+                stdout=(folder / f"{name}.log").open("wb"),
+                stderr=subprocess.STDOUT,
+            )
+            started.append((name, process))
+        base_url = f"http://127.0.0.1:{port}"
+        _wait_until_healthy(base_url, started, folder)
+        log(f"servers ready at {base_url} (logs in {folder})")
+        yield base_url
+    finally:
+        for _name, process in started:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + SERVER_GRACE_SECONDS
+        for _name, process in started:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+
+
+def _wait_until_healthy(
+    base_url: str, started: Sequence[tuple[str, subprocess.Popen[bytes]]], folder: Path
+) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        for name, process in started:
+            if process.poll() is not None:
+                raise ServiceUnavailableError(
+                    f"The {name} server exited with status {process.returncode} while starting; "
+                    f"its log: {folder / (name + '.log')}"
+                )
+        try:
+            answer = httpx.get(f"{base_url}/v1/api/health", timeout=30)
+            if answer.status_code == 200:
+                return
+            last = f"HTTP {answer.status_code}: {answer.text[:300]}"
+        except httpx.TransportError as error:
+            last = f"{type(error).__name__}: {error}"
+        time.sleep(1)
+    raise ServiceUnavailableError(
+        f"The servers were not healthy after {READY_TIMEOUT_SECONDS:.0f} s ({last}); logs in {folder}"
+    )
+
+
+def _warm_up(api: httpx.Client, *, queries: Sequence[str], collection: str, workers: int) -> None:
+    """Unrecorded queries, several at once, so that each web worker has loaded the embedding model."""
+
+    def ask(text: str) -> None:
+        answer = api.post("/query", json={"query": text, "token_budget": 1000, "collection": collection})
+        if answer.status_code != 200:
+            raise ServiceUnavailableError(
+                f"A warm-up query failed: HTTP {answer.status_code} {answer.text[:300]}"
+            )
+
+    with ThreadPoolExecutor(max_workers=2 * workers) as pool:
+        list(pool.map(ask, [queries[n % len(queries)] for n in range(WARM_UP_ROUNDS * 2 * workers)]))
+
+
+def _queue_background(api: httpx.Client, options: LoadOptions, *, collection: str, log: Log) -> int:
+    if options.background_path is None or options.background_limit == 0:
+        return 0
+    items = read_documents(options.background_path, options.background_limit)
+    for item in items:
+        answer = api.post(
+            "/documents",
+            json={
+                "text": item.content,
+                "title": item.title,
+                "collection": collection,
+                "metadata": {"doc_id": item.doc_id},
+            },
+        )
+        if answer.status_code not in (200, 202):
+            raise ServiceUnavailableError(
+                f"Queueing the background document {item.doc_id} failed: HTTP {answer.status_code} {answer.text[:300]}"
+            )
+    log(f"queued {len(items)} background documents from {options.background_path.name}")
+    return len(items)
+
+
+def _run_stage(
+    stage: Stage, *, number: int, base_url: str, plan: Path, options: LoadOptions
+) -> list[dict[str, Any]]:
+    records = plan.parent / f"stage-{number}.jsonl"
+    command = [
+        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
+        "--host", base_url,
+        "--users", str(stage.users),
+        "--spawn-rate", str(options.spawn_rate),
+        "--run-time", f"{stage.seconds}s",
+        "--stop-timeout", str(STOP_TIMEOUT_SECONDS),
+        "--loglevel", "WARNING",
+    ]  # fmt: skip
+    environment = {**os.environ, "OPENFABLE_LOAD_PLAN": str(plan), "OPENFABLE_LOAD_RECORDS": str(records)}
+    log_path = plan.parent / f"locust-{number}.log"
+    with log_path.open("wb") as out:
+        # Status 1 is locust's "some requests failed": those are in the records and counted there.
+        done = subprocess.run(
+            command,
+            cwd=settings.BASE_DIR,
+            env=environment,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=stage.seconds + STOP_TIMEOUT_SECONDS + 120,
+            check=False,
+        )
+    if done.returncode not in (0, 1) or not records.exists():
+        raise ServiceUnavailableError(
+            f"locust ended with status {done.returncode} without its records; its log: {log_path}"
+        )
+    return [json.loads(line) for line in records.read_text().splitlines() if line.strip()]
+
+
+def _background_state(collection: Collection, *, queued: int) -> dict[str, Any]:
+    statuses = Counter(document_list(user=None, collection=collection).values_list("status", flat=True))
+    failed = statuses.get(Document.Status.FAILED, 0)
+    return {
+        "queued": queued,
+        "indexed": statuses.get(Document.Status.INDEXED, 0),
+        "failed": failed,
+        "unfinished": queued - statuses.get(Document.Status.INDEXED, 0) - failed,
+    }
+
+
+def _server_log_problems(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    return [
+        line.strip()[:300]
+        for line in path.read_text(errors="replace").splitlines()
+        if SERVER_LOG_PROBLEMS.search(line)
+    ]
