@@ -1,7 +1,7 @@
 """Extractive titles and summaries for the nodes of a structural tree (pure, no Django).
 
-A node without a heading is titled by its key phrases (n-grams frequent in the node and rare in
-the rest of the document) and summarised by its sentences closest to the centroid of its leaves
+A node without a heading is titled by a key phrase (an n-gram frequent in the node and rare in
+the rest of the document and among its siblings; no two siblings get the same one) and summarised by its sentences closest to the centroid of its leaves
 (a sentence has the vector of the paragraph, or leaf-sized block, it belongs to);
 the document title comes from its title headings or a short line near the top.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -73,7 +72,8 @@ _STOPWORDS = word_set(
     "section party parties forth behalf time times day days month months year years thereof "
     "therein thereto thereunder whether including include includes pursuant respect accordance "
     "provided following set prior subject notwithstanding hereinafter company million billion "
-    "thousand total percent"
+    "thousand total percent mean means meaning entity whereas regarding concerning provide provides "
+    "one two three four five six seven eight nine ten first second third last next"
 )
 # The only small words a key phrase may hold inside it ("Revocation of Acceptance").
 _PHRASE_JOINERS = frozenset(["of", "and", "for", "&"])
@@ -82,6 +82,12 @@ _POSSESSIVE = re.compile(r"['\u2019]s?$")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019&-]*")
 _PHRASE_BREAK = re.compile(r"[^\w\s'\u2019&-]+|\n")
 _LENGTH_BOOST = {1: 1.0, 2: 1.6, 3: 1.9}
+_VERB_ADVERB_ENDINGS = ("ed", "ly")
+_NEVER_LAST = word_set(
+    "major minor internal external regulatory significant various overall related new key main "
+    "certain aims aim"
+)
+_ADJECTIVE_ENDINGS = ("ional", "ical", "ntial", "cial", "ental", "ous", "ful", "-term")
 _JUNK_TITLE_LINE = re.compile(
     r"^(exhibit|ex-\d|page\b|source:|table of contents|\[|\d+$|execution (copy|version)|confidential"
     r"|certain (portions|information)|last updated)|\b(19|20)\d\d$",
@@ -107,25 +113,41 @@ class NodeTexts:
         self.footprints = [_footprint(sentence) for sentence in self.plain]
         self.leaf_firsts: list[int] = []
         self._leaf_counts: list[Counter[str]] | None = None
-        self._document_frequency: Counter[str] = Counter()
         self._surface: dict[str, str] = {}
         self._repeated: set[str] = set()
+        self._range_cache: dict[tuple[int, int], Counter[str]] = {}
+        self._document_words: set[str] = set()
 
-    def fill(self, draft: Draft, depth: int, inherited: Heading | None = None) -> None:
+    def fill(
+        self,
+        draft: Draft,
+        depth: int,
+        inherited: Heading | None = None,
+        *,
+        parent: Draft | None = None,
+        taken: set[str] | None = None,
+    ) -> None:
+        """Fill ``draft`` and its internal descendants; ``taken``: the titles its earlier siblings
+        got, which it must not repeat."""
         if depth == 0:
             self.leaf_firsts = [leaf.first for leaf in _leaves_of(draft)]
             self._repeated = self._repeated_lines()
+            self._document_words = self._document_topic_words()
+        sibling_titles: set[str] = set()
         for child in draft.children:
             if child.children:
-                self.fill(child, depth + 1, draft.heading or inherited)
+                self.fill(child, depth + 1, draft.heading or inherited, parent=draft, taken=sibling_titles)
+                sibling_titles.add(child.title.casefold())
         draft.title = (
-            self._title(draft, depth, inherited)
+            self._title(draft, depth, inherited, parent=parent, taken=taken or set())
             or shorten(self._plain(draft.first, draft.last), 40)
             or "Part"
         )
         draft.summary = self._summary(draft) or draft.title
 
-    def _title(self, draft: Draft, depth: int, inherited: Heading | None) -> str:
+    def _title(
+        self, draft: Draft, depth: int, inherited: Heading | None, *, parent: Draft | None, taken: set[str]
+    ) -> str:
         if draft.heading is not None and draft.heading.title:
             return draft.heading.title
         if draft.heading is None and depth > 0:
@@ -138,10 +160,11 @@ class NodeTexts:
             ]
             if titles:
                 return shorten("; ".join(titles[:3]) + ("; \u2026" if len(titles) > 3 else ""), TITLE_CHARS)
-        phrases = self._key_phrases(draft, distinctive=depth > 0)
-        if draft.heading is not None and draft.heading.label:
-            return f"{draft.heading.label} {phrases}".strip()
-        return phrases
+        label = draft.heading.label if draft.heading is not None else ""
+        phrase = self._key_phrase(draft, parent=parent if depth > 0 else None, taken=taken)
+        if label:
+            return shorten(f"{label} {phrase}".strip(), TITLE_CHARS)
+        return phrase
 
     def _summary(self, draft: Draft) -> str:
         units = self.builder.units
@@ -181,33 +204,84 @@ class NodeTexts:
 
     # -- key phrases: n-grams frequent in the node and rare in the rest of the document
 
-    def _key_phrases(self, draft: Draft, *, distinctive: bool) -> str:
-        counts = self._counts()
-        low = bisect.bisect_left(self.leaf_firsts, draft.first)
-        high = bisect.bisect_left(self.leaf_firsts, draft.last)
-        total: Counter[str] = Counter()
-        for leaf_counts in counts[low:high]:
-            total.update(leaf_counts)
-        leaf_count = len(counts)
+    def _key_phrase(self, draft: Draft, *, parent: Draft | None, taken: set[str]) -> str:
+        """A short phrase a person could have written as the title: the phrase most frequent in
+        the node, and (for a section) rare in the rest of the document, siblings included, so
+        that siblings read apart. A lone word takes a second phrase ("Debt and Operating Income").
+        Never one of ``taken`` (the titles of earlier siblings)."""
+        total = self._range_counts(draft.first, draft.last)
+        everywhere = self._range_counts(0, len(self.builder.units))
 
         def score(phrase: str) -> float:
             weight = total[phrase] * _LENGTH_BOOST[phrase.count(" ") + 1]
-            if distinctive:
-                weight *= math.log((leaf_count + 1) / self._document_frequency[phrase])
+            if parent is not None:
+                # The share of the phrase's uses that fall in this node: a phrase spread over
+                # the document (or over the siblings) names none of them.
+                weight *= total[phrase] / everywhere[phrase]
             return weight
 
-        chosen: list[str] = []
-        used_words: set[str] = set()
-        for phrase in sorted(total, key=lambda phrase: (-score(phrase), phrase)):
-            words = set(phrase.split())
-            if words & used_words or score(phrase) <= 0:
-                continue
-            chosen.append(self._surface[phrase])
-            used_words |= words
-            if len(chosen) == 3 or sum(len(item) for item in chosen) > 45:
-                break
-        title = ", ".join(chosen)
-        return shorten(title[:1].upper() + title[1:], TITLE_CHARS)
+        ranked = [
+            phrase
+            for phrase in sorted(total, key=lambda phrase: (-score(phrase), phrase))
+            if score(phrase) > 0
+            # What the whole document is about (the company's name) names none of its sections.
+            and not (parent is not None and set(phrase.split()) <= self._document_words)
+        ]
+        for index, phrase in enumerate(ranked):
+            title = self._surface[phrase]
+            if " " not in phrase:
+                title = self._lone_word_title(phrase, ranked[index + 1 : index + 8], total)
+            title = shorten(title[:1].upper() + title[1:], TITLE_CHARS)
+            if title.casefold() not in taken:
+                return title
+        return ""
+
+    def _document_topic_words(self) -> set[str]:
+        """The words of the document's most used multi-word phrase (said at least three times),
+        typically the name of whoever the document is about."""
+        everywhere = self._range_counts(0, len(self.builder.units))
+        phrases = [phrase for phrase, count in everywhere.items() if count >= 3 and " " in phrase]
+        if not phrases:
+            return set()
+        top = max(
+            phrases, key=lambda phrase: (everywhere[phrase] * _LENGTH_BOOST[phrase.count(" ") + 1], phrase)
+        )
+        return set(top.split())
+
+    def _lone_word_title(self, word: str, next_best: Sequence[str], total: Counter[str]) -> str:
+        """A single word says little: the phrase it is mostly used in ("risk" → "Risk factors"),
+        else it and the next topic of the node ("Debt and operating income")."""
+        wider = [
+            phrase
+            for phrase in total
+            if " " in phrase and word in phrase.split() and total[phrase] * 2 >= total[word]
+        ]
+        if wider:
+            return self._surface[max(wider, key=lambda phrase: (total[phrase], len(phrase), phrase))]
+        for other in next_best:
+            if (
+                total[other] > 1  # said more than once: a topic, not a passing phrase
+                and word not in other.split()
+                and " and " not in self._surface[other]
+                and f"{word} {other}" not in total  # not the two halves of one phrase
+                and f"{other} {word}" not in total
+            ):
+                return f"{self._surface[word]} and {self._surface[other]}"
+        return self._surface[word]
+
+    def _range_counts(self, first: int, last: int) -> Counter[str]:
+        """Phrase counts of the leaves in the unit range [first, last)."""
+        key = (first, last)
+        cached = self._range_cache.get(key)
+        if cached is None:
+            counts = self._counts()
+            low = bisect.bisect_left(self.leaf_firsts, first)
+            high = bisect.bisect_left(self.leaf_firsts, last)
+            cached = Counter()
+            for leaf_counts in counts[low:high]:
+                cached.update(leaf_counts)
+            self._range_cache[key] = cached
+        return cached
 
     def _counts(self) -> list[Counter[str]]:
         if self._leaf_counts is None:
@@ -215,8 +289,6 @@ class NodeTexts:
             self._leaf_counts = [
                 self._phrases(bounds[i], bounds[i + 1]) for i in range(len(self.leaf_firsts))
             ]
-            for leaf_counts in self._leaf_counts:
-                self._document_frequency.update(leaf_counts.keys())
         return self._leaf_counts
 
     def _phrases(self, first: int, last: int) -> Counter[str]:
@@ -227,7 +299,7 @@ class NodeTexts:
             for size in (1, 2, 3):
                 for start in range(len(words) - size + 1):
                     gram = lowered[start : start + size]
-                    if not (_phrase_edge(gram[0]) and _phrase_edge(gram[-1])):
+                    if not (_phrase_edge(gram[0]) and _phrase_end(gram[-1])):
                         continue
                     if size == 3 and gram[1] in _STOPWORDS and gram[1] not in _PHRASE_JOINERS:
                         continue
@@ -249,7 +321,18 @@ def _phrase_edge(word: str) -> bool:
     adverbs ("allowed", "further expanded"), which make poor titles."""
     if word in _STOPWORDS or len(word) < 3:
         return False
-    return not (len(word) > 4 and (word.endswith("ed") or word.endswith("ly")))
+    return not (len(word) > 4 and word.endswith(_VERB_ADVERB_ENDINGS))
+
+
+@functools.cache
+def _phrase_end(word: str) -> bool:
+    """The last word of a title phrase is a noun: not an adjective that leaves the phrase hanging
+    ("Structure and operational", "Continuity and long-term")."""
+    return (
+        _phrase_edge(word)
+        and word not in _NEVER_LAST
+        and not (len(word) > 5 and word.endswith(_ADJECTIVE_ENDINGS))
+    )
 
 
 def _leaves_of(draft: Draft) -> list[Draft]:

@@ -9,6 +9,7 @@ re-indexed, and a failure leaves it in place.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -159,6 +160,11 @@ def document_index(
     else:
         tree, builder = _build_tree(job=job, text=text, title=document.title, embedder=embedder)
     timings["build"] = round(time.perf_counter() - started, 3)
+    if builder == Document.Builder.STRUCTURAL and re.search(r"[^\W\d_]", document.title):
+        # The root reads as the document is called (every toc path already starts with it); the
+        # structural builder's guess ("Up to 2,445,223 Shares") only stands in for a title
+        # without words. An LLM or an agent titled the root on purpose: theirs stays.
+        tree.title = document.title
 
     edits = _current_edits(document)
     edited = apply_edits(tree, text=text, edits=edits) if edits else frozenset()

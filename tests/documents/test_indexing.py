@@ -46,6 +46,7 @@ def test_structural_ingestion_saves_an_embedded_tree_whose_leaves_are_exact_slic
     assert document.embedding_model == "multilingual-e5-small"
     nodes = list(Node.objects.filter(document=document).order_by("order"))
     assert nodes[0].kind == "root" and nodes[0].depth == 0 and nodes[0].toc_path == "Volcano guide"
+    assert nodes[0].title == "Volcano guide"  # the document's title, not the text's "Field guide"
     leaves = [node for node in nodes if node.kind == "leaf"]
     assert "".join(leaf.content for leaf in leaves) == TEXT
     assert all(leaf.content == TEXT[leaf.start_char : leaf.end_char] for leaf in leaves)
@@ -57,6 +58,16 @@ def test_structural_ingestion_saves_an_embedded_tree_whose_leaves_are_exact_slic
     )
     assert job.node_count == len(nodes) and job.chunk_count == len(leaves)
     assert set(job.timings) >= {"build", "embed", "save"}
+
+
+@pytest.mark.django_db
+def test_a_document_titled_without_words_keeps_the_title_its_text_gives() -> None:
+    document = document_create(
+        collection=CollectionFactory.create(), content=TEXT, title="2024-07", queue=False
+    ).document
+    _index(document)
+    root = Node.objects.get(document=document, depth=0)
+    assert root.title == "Field guide"
 
 
 # Paragraphs of about half a leaf to a leaf, on two topics: most become a leaf of their own.
