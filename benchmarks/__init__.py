@@ -1,4 +1,5 @@
-"""The benchmarks: ``openfable bench-ingest``, ``bench-retrieval``, ``bench-latency`` and ``bench-cost``.
+"""The benchmarks: ``openfable bench-ingest``, ``bench-retrieval``, ``bench-latency``, ``bench-cost``
+and ``bench-load``.
 
 The layer above every surface: they use the corpus only through the public services and
 selectors (``documents.services``, ``documents.selectors``, ``retrieval.services``), exactly as
@@ -13,8 +14,10 @@ a surface would, so what they measure is what a user gets.
 - ``latency``: ``vector`` mode latency on a synthetic corpus against a bare pgvector query.
 - ``cost``: LLM tokens of ingestion, re-indexing and queries, against ``scripted_llm``: a
   scripted model that speaks OpenAI's chat-completions protocol over HTTP (tests use it too).
-- ``report``: the markdown tables and the JSON file the four write.
-- ``cli``: the four subcommands of the ``openfable`` command line.
+- ``load``: concurrent API and UI users (locust, ``locustfile``) against the servers of
+  ``load_servers`` (gunicorn + uvicorn workers, a Celery worker ingesting meanwhile).
+- ``report``: the markdown tables and the JSON file the five write.
+- ``cli``: the five subcommands of the ``openfable`` command line.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ var/, started if needed, or ``OPENFABLE_DATABASE_URL``):
    end unless ``--keep``.
 2. A throw-away account: a user (member of that collection, not a superuser, so the visibility
    filters are exercised), its API token, and a collection of its own for the background ingest.
-3. The servers, as docker-compose.yml runs them: gunicorn with ``--web-workers`` uvicorn workers
+3. The servers (``benchmarks.load_servers``), as docker-compose.yml runs them: gunicorn with ``--web-workers`` uvicorn workers
    (2 by default) and a Celery worker (concurrency 2), on a free local port. Debug off; plain HTTP
    (``OPENFABLE_HTTPS=false``: no redirect, no secure cookies, as on a private network). They get a
    private data folder, so their Celery queue (the filesystem broker) is theirs alone; the API rate
@@ -38,34 +38,27 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-import environ
 import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
 
 from benchmarks import BenchInputError
 from benchmarks.datasets import read_documents, read_queries
 from benchmarks.ingest import index_dataset_document
+from benchmarks.load_servers import server_log_problems, servers
 from benchmarks.metrics import percentile
 from documents.models import Collection, Document
 from documents.selectors import collection_get, document_list
@@ -76,12 +69,9 @@ from openfable.errors import ServiceUnavailableError
 
 Log = Callable[[str], None]
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-READY_TIMEOUT_SECONDS = 240.0  # two web workers and a Celery worker importing Django on a busy machine
 STOP_TIMEOUT_SECONDS = 60  # a stage's end lets requests in flight finish (they are counted)
-SERVER_GRACE_SECONDS = 20  # then the process groups are killed (a Celery task mid-document included)
 WARM_UP_ROUNDS = 2
 QUERY_GROUP, PAGE_GROUP, SIGN_IN_GROUP = "queries (all budgets)", "UI pages (all)", "sign-in (all)"
-SERVER_LOG_PROBLEMS = re.compile(r"Traceback|WORKER TIMEOUT|Internal Server Error")
 
 
 class LoadErrors(ServiceUnavailableError):
@@ -248,7 +238,7 @@ def bench_load(options: LoadOptions, *, log: Log | None = None) -> dict[str, Any
         plan_path = folder / "plan.json"
         plan_path.write_text(json.dumps(plan))
         plan_path.chmod(0o600)  # it holds a key and a password, if only throw-away ones
-        with _servers(folder, web_workers=options.web_workers, unthrottled=username, log=say) as base_url:
+        with servers(folder, web_workers=options.web_workers, unthrottled=username, log=say) as base_url:
             api = httpx.Client(
                 base_url=f"{base_url}/v1/api", headers={"Authorization": f"Bearer {key}"}, timeout=120
             )
@@ -265,7 +255,7 @@ def bench_load(options: LoadOptions, *, log: Log | None = None) -> dict[str, Any
                 )
             report["background"] = _background_state(background, queued=queued)
         report["stages"] = [stage.as_json() for stage in stages]
-        report["server_log_problems"] = _server_log_problems(folder / "web.log")
+        report["server_log_problems"] = server_log_problems(folder / "web.log")
         report["errors"] = (
             sum(
                 row["errors"]
@@ -313,138 +303,6 @@ def _throw_away_account(corpus: Collection, undo: list[Callable[[], object]]) ->
     collection_update(collection=corpus, members=[*corpus.members.all(), user])
     _token, key = token_create(user=user, name="bench-load")
     return user, password, key
-
-
-def _database_url() -> str:
-    """The database this process uses (the test database under pytest), as OPENFABLE_DATABASE_URL."""
-    db = connection.settings_dict
-    if settings.DATABASE_URL and environ.Env.db_url_config(settings.DATABASE_URL)["NAME"] == db["NAME"]:
-        return str(settings.DATABASE_URL)  # keeps its options (sslmode, ...)
-    auth = quote(str(db.get("USER") or ""), safe="")
-    if db.get("PASSWORD"):
-        auth += ":" + quote(str(db["PASSWORD"]), safe="")
-    host, port, name = str(db.get("HOST") or ""), str(db.get("PORT") or ""), quote(str(db["NAME"]), safe="")
-    if host.startswith("/"):  # a socket folder (the embedded server)
-        return f"postgresql://{auth}@/{name}?host={quote(host, safe='/')}"
-    return f"postgresql://{auth}@{host}{':' + port if port else ''}/{name}"
-
-
-def server_environment(data_dir: Path, *, unthrottled: str) -> dict[str, str]:
-    """The caller's environment (its LLM and embedding settings) with the production switches."""
-    environment = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("DJANGO_ALLOW_ASYNC_UNSAFE", "OPENFABLE_TEST_DATABASE_NAME")
-    }
-    rates = {**settings.API_THROTTLE_RATES, unthrottled: "1000000/minute"}
-    return environment | {
-        "DJANGO_SETTINGS_MODULE": "openfable.settings",
-        "OPENFABLE_DATABASE_URL": _database_url(),
-        "OPENFABLE_DATA_DIR": str(data_dir),
-        "OPENFABLE_SECRET_KEY": settings.SECRET_KEY,
-        "OPENFABLE_DEBUG": "false",
-        "OPENFABLE_HTTPS": "false",
-        "OPENFABLE_API_THROTTLE_RATES": ",".join(f"{user}={rate}" for user, rate in rates.items()),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "PYTHONUNBUFFERED": "1",
-    }
-
-
-def web_command(*, port: int, workers: int) -> list[str]:
-    """docker-compose.yml's web command (tests/benchmarks/test_load.py keeps the two alike)."""
-    return [
-        sys.executable, "-m", "gunicorn", "openfable.asgi:application",
-        "--worker-class", "uvicorn_worker.UvicornWorker",
-        "--workers", str(workers),
-        "--bind", f"127.0.0.1:{port}",
-        "--timeout", "120",
-        "--graceful-timeout", "10",
-        "--keep-alive", "5",
-    ]  # fmt: skip
-
-
-def worker_command() -> list[str]:
-    """docker-compose.yml's worker command."""
-    return [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "openfable",
-        "worker",
-        "--loglevel",
-        "INFO",
-        "--concurrency",
-        "2",
-    ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def _servers(folder: Path, *, web_workers: int, unthrottled: str, log: Log) -> Iterator[str]:
-    """The Celery worker and the web server, each in its own process group; yields the base URL."""
-    environment = server_environment(folder / "var", unthrottled=unthrottled)
-    port = _free_port()
-    started: list[tuple[str, subprocess.Popen[bytes]]] = []
-    try:
-        for name, command in (
-            ("worker", worker_command()),
-            ("web", web_command(port=port, workers=web_workers)),
-        ):
-            process = subprocess.Popen(
-                command,
-                cwd=settings.BASE_DIR,
-                env=environment,
-                start_new_session=True,  # the stop takes its children (web workers, pool) too
-                stdout=(folder / f"{name}.log").open("wb"),
-                stderr=subprocess.STDOUT,
-            )
-            started.append((name, process))
-        base_url = f"http://127.0.0.1:{port}"
-        _wait_until_healthy(base_url, started, folder)
-        log(f"servers ready at {base_url} (logs in {folder})")
-        yield base_url
-    finally:
-        for _name, process in started:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + SERVER_GRACE_SECONDS
-        for _name, process in started:
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
-
-
-def _wait_until_healthy(
-    base_url: str, started: Sequence[tuple[str, subprocess.Popen[bytes]]], folder: Path
-) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    last = "no answer yet"
-    while time.monotonic() < deadline:
-        for name, process in started:
-            if process.poll() is not None:
-                raise ServiceUnavailableError(
-                    f"The {name} server exited with status {process.returncode} while starting; "
-                    f"its log: {folder / (name + '.log')}"
-                )
-        try:
-            answer = httpx.get(f"{base_url}/v1/api/health", timeout=30)
-            if answer.status_code == 200:
-                return
-            last = f"HTTP {answer.status_code}: {answer.text[:300]}"
-        except httpx.TransportError as error:
-            last = f"{type(error).__name__}: {error}"
-        time.sleep(1)
-    raise ServiceUnavailableError(
-        f"The servers were not healthy after {READY_TIMEOUT_SECONDS:.0f} s ({last}); logs in {folder}"
-    )
 
 
 def _warm_up(api: httpx.Client, *, queries: Sequence[str], collection: str, workers: int) -> None:
@@ -525,13 +383,3 @@ def _background_state(collection: Collection, *, queued: int) -> dict[str, Any]:
         "failed": failed,
         "unfinished": queued - statuses.get(Document.Status.INDEXED, 0) - failed,
     }
-
-
-def _server_log_problems(path: Path) -> list[str]:
-    if not path.exists():
-        return []
-    return [
-        line.strip()[:300]
-        for line in path.read_text(errors="replace").splitlines()
-        if SERVER_LOG_PROBLEMS.search(line)
-    ]
