@@ -173,7 +173,7 @@ class LLMUsage:
                 completion_tokens=outcome.completion_tokens,
                 cost_usd=outcome.cost_usd,
             )
-        if isinstance(outcome, LLMCoolingDownError):  # refused here: no request was made
+        if isinstance(outcome, LLMCoolingDownError) and not outcome.attempts:  # no request was made
             return cls()
         if isinstance(outcome, LLMOutputError):  # the model answered: its tokens were paid for
             return cls(
@@ -311,10 +311,11 @@ class LLMUnavailableError(LLMError):
 
 
 class LLMCoolingDownError(LLMUnavailableError):
-    """Recent requests to this endpoint failed: no request is made until the cool-down ends."""
+    """Recent requests to this endpoint failed: no request is made until the cool-down ends
+    (``attempts``: requests this call made before the cool-down began, usually none)."""
 
-    def __init__(self, message: str, *, purpose: str, cooldown: CoolDown) -> None:
-        super().__init__(message, purpose=purpose, attempts=0)
+    def __init__(self, message: str, *, purpose: str, cooldown: CoolDown, attempts: int = 0) -> None:
+        super().__init__(message, purpose=purpose, attempts=attempts)
         self.cooldown = cooldown
 
 
@@ -524,28 +525,37 @@ class LLMClient:
         try:
             admission = endpoint.breaker.admit() if self.config.respect_cooldown else "closed"
         except CoolingDown as cooling:
-            raise LLMCoolingDownError(
-                f"LLM call for {request.purpose} to {self.model_name} not made: {cooling}",
-                purpose=request.purpose,
-                cooldown=cooling.cooldown,
-            ) from None
+            raise self._cooling_down(request, cooling, attempts=0) from None
         policy = self.config.retry_policy
         if admission == "trial":  # the first call after a cool-down: its one answer decides
             policy = dataclasses.replace(policy, max_retries=0)
+        sent = 0
+
+        def attempt(kwargs: dict[str, Any]) -> Any:
+            nonlocal sent
+            # A retry waits its turn like a new call: once the endpoint cools down (these very
+            # failures may have started it), a caller that respects it stops here.
+            if sent and self.config.respect_cooldown and (cooldown := endpoint.breaker.cooldown()):
+                raise CoolingDown(cooldown)
+            sent += 1
+            return self._attempt(endpoint, kwargs)
+
         try:
             while True:
                 try:
                     response = call_with_retries(
-                        functools.partial(self._attempt, endpoint, self._request_kwargs(kind, request)),
+                        functools.partial(attempt, self._request_kwargs(kind, request)),
                         policy=policy,
                         what=f"LLM {request.purpose} ({self.model_name})",
                     )
+                except CoolingDown as cooling:
+                    raise self._cooling_down(request, cooling, attempts=sent) from None
                 except Exception as exc:
                     lower = next_format(kind)
                     if lower is None or not rejects_response_format(exc):
-                        raise self._map_error(exc, request.purpose, attempts=policy.max_retries + 1) from exc
+                        raise self._map_error(exc, request.purpose, attempts=sent) from exc
                     self._learn_format(endpoint, lower, refused=kind, error=exc)
-                    kind = lower
+                    kind, sent = lower, 0
                     continue
                 if endpoint.response_format is None:
                     endpoint.response_format = kind  # it works: later calls need not probe
@@ -553,6 +563,15 @@ class LLMClient:
         finally:
             if admission == "trial":
                 endpoint.breaker.end_trial()
+
+    def _cooling_down(self, request: _Request, cooling: CoolingDown, *, attempts: int) -> LLMCoolingDownError:
+        what = f"gave up after {attempts} attempts" if attempts else "not made"
+        return LLMCoolingDownError(
+            f"LLM call for {request.purpose} to {self.model_name} {what}: {cooling}",
+            purpose=request.purpose,
+            cooldown=cooling.cooldown,
+            attempts=attempts,
+        )
 
     def _attempt(self, endpoint: Endpoint, kwargs: dict[str, Any]) -> Any:
         """One request; its outcome goes to the endpoint's circuit breaker."""

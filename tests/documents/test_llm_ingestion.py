@@ -22,7 +22,7 @@ from documents.services.jobs import document_index, job_claim
 from openfable.models import LLMCacheEntry
 from tests.factories import CollectionFactory
 from tests.fakes import fable_llm
-from tests.fakes.openai_server import ScriptedOpenAIServer, delay, status
+from tests.fakes.openai_server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay, status
 
 pytestmark = pytest.mark.django_db
 
@@ -253,3 +253,35 @@ def test_llm_leaves_partition_the_text_exactly(
     assert "".join(leaf.content for leaf in leaves) == text
     assert [leaf.start_char for leaf in leaves] == [0] + [leaf.end_char for leaf in leaves[:-1]]
     assert document.builder == Document.Builder.LLM, job.fallback_reason
+
+
+def test_a_llama_cpp_server_builds_the_llm_tree_with_one_refused_request(
+    settings: SettingsWrapper,
+) -> None:
+    """llama-cpp-python refuses json_schema (HTTP 500): the first call learns json_object, every
+    later one (the tree, the next document) goes straight to it; no structural fallback."""
+    with ScriptedOpenAIServer(response_formats=LLAMA_CPP_RESPONSE_FORMATS) as server:
+        settings.LLM_MODEL = "smollm2"
+        settings.LLM_BASE_URL = server.base_url
+        settings.LLM_MAX_RETRIES = 4  # the default: a doomed call used to make five requests
+        settings.LLM_RETRY_BASE_DELAY = 1.0
+        LLMCacheEntry.objects.all().delete()
+        server.chat_default = fable_llm.competent_llm
+        document, job = _ingest()
+        other, other_job = _ingest(TEXT.replace("Volcanoes", "Large volcanoes"))
+
+    for built, built_job in ((document, job), (other, other_job)):
+        assert built.builder == Document.Builder.LLM, built_job.fallback_reason
+        assert not built_job.fallback_reason and built_job.llm_calls == 2
+    assert _leaf_texts(document) == PARAGRAPHS
+    titles = list(Node.objects.filter(document=document, kind="section").values_list("title", flat=True))
+    assert titles == ["Opening part", "Closing part"]
+    formats = [(body.get("response_format") or {}).get("type") for body in server.chat_requests]
+    assert formats == ["json_schema"] + ["json_object"] * 4, "one refused request for the model"
+    assert [fable_llm.schema_name(body) for body in server.chat_requests] == [
+        "chunk_markers",
+        "chunk_markers",
+        "document_tree",
+        "chunk_markers",
+        "document_tree",
+    ]

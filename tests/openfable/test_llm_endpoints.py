@@ -317,17 +317,20 @@ def test_transient_errors_keep_their_bounded_retries(scripted_openai: ScriptedOp
 
 def test_a_server_down_cools_down_then_one_trial_decides(scripted_openai: ScriptedOpenAIServer) -> None:
     scripted_openai.chat_default = status(500)
-    client = make_client(scripted_openai, cooldown_s=0.6)
-    with pytest.raises(LLMUnavailableError) as first:
+    client = make_client(scripted_openai, cooldown_s=0.6)  # 4 retries allowed, a threshold of 3
+    with pytest.raises(LLMCoolingDownError) as first:
         ask(client)
-    assert first.value.attempts == 5 and len(scripted_openai.chat_requests) == 5
+    # Its own third failure started the cool-down: the call stops there instead of retrying twice more.
+    assert first.value.attempts == 3 and len(scripted_openai.chat_requests) == 3
+    assert "gave up after 3 attempts: cooling down after 3 failed request(s)" in str(first.value)
+    assert LLMUsage.of(first.value) == LLMUsage(calls=1)
 
     started = time.monotonic()
     with pytest.raises(LLMCoolingDownError) as cooling:
         ask(make_client(scripted_openai, cooldown_s=0.6), "another call")
     assert time.monotonic() - started < 0.1
-    assert len(scripted_openai.chat_requests) == 5, "no request while cooling down"
-    assert "cooling down after 5 failed request(s)" in str(cooling.value)
+    assert len(scripted_openai.chat_requests) == 3, "no request while cooling down"
+    assert "not made: cooling down after 3 failed request(s)" in str(cooling.value)
     assert "HTTP 500" in str(cooling.value)
     assert LLMUsage.of(cooling.value) == LLMUsage(), "no call was made"
     assert client.cooldown() is not None
@@ -336,7 +339,7 @@ def test_a_server_down_cools_down_then_one_trial_decides(scripted_openai: Script
     assert client.cooldown() is None
     with pytest.raises(LLMUnavailableError) as trial:
         ask(client, "trial")
-    assert trial.value.attempts == 1 and len(scripted_openai.chat_requests) == 6, "one trial request"
+    assert trial.value.attempts == 1 and len(scripted_openai.chat_requests) == 4, "one trial request"
     with pytest.raises(LLMCoolingDownError):
         ask(client, "right after the failed trial")
 
@@ -344,7 +347,7 @@ def test_a_server_down_cools_down_then_one_trial_decides(scripted_openai: Script
     scripted_openai.chat_default = {"titles": ["back"]}
     assert ask(client, "after recovery").data == {"titles": ["back"]}
     assert ask(client, "and again").data == {"titles": ["back"]}
-    assert len(scripted_openai.chat_requests) == 8 and client.cooldown() is None
+    assert len(scripted_openai.chat_requests) == 6 and client.cooldown() is None
 
 
 def test_connection_refused_cools_down_too() -> None:

@@ -7,11 +7,13 @@ OpenAI-compatible server, with Django settings pointing the LLM client at it.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from openfable.llm import import_litellm
 from openfable.tokens import count_tokens
 from retrieval.paths.llm import (
     NAVIGATE_SCHEMA,
@@ -25,8 +27,9 @@ from retrieval.paths.llm import (
 )
 from retrieval.result import LEXICAL, LLM_NAVIGATE, LLM_SELECT, TREE_EXPANSION, VECTOR
 from retrieval.services import retrieve
+from tests.fakes import fable_llm
 from tests.fakes.fixtures import scripted_openai  # noqa: F401
-from tests.fakes.openai_server import ScriptedOpenAIServer, status
+from tests.fakes.openai_server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, status
 from tests.retrieval.test_services import MONITORING_QUERY, Corpus, _fresh_query_cache, corpus  # noqa: F401
 
 # -- parsing ---------------------------------------------------------------------------------------
@@ -287,3 +290,122 @@ def test_vector_mode_never_calls_the_llm(llm: ScriptedOpenAIServer, corpus: Corp
     assert llm.chat_requests == []
     assert result.path(LLM_SELECT).reason == "vector mode"  # type: ignore[union-attr]
     assert result.llm_usage.calls == 0
+
+
+# -- servers as people run them: llama.cpp, a rejected key, a server down ---------------------------
+
+
+def _scores_for(corpus: Corpus) -> Any:  # noqa: F811
+    """A model that picks the volcano document and its seismometer passage, by the schema asked."""
+    seismometers = corpus.volcanoes.leaf("Seismometers").pk
+
+    def answer(request: dict[str, Any]) -> Any:
+        if fable_llm.schema_name(request) == "document_selection":
+            return {"documents": [{"id": corpus.volcanoes.id, "score": 0.9}]}
+        assert fable_llm.schema_name(request) == "node_selection", request["messages"][0]["content"]
+        return {"nodes": [{"id": seismometers, "score": 0.95}]}
+
+    return answer
+
+
+def _formats(server: ScriptedOpenAIServer) -> list[str]:
+    return [(body.get("response_format") or {}).get("type", "none") for body in server.chat_requests]
+
+
+def _llm_ms(result: Any) -> float:
+    return float(result.timings_ms.get("llm_select", 0) + result.timings_ms.get("llm_navigate", 0))
+
+
+def test_bipath_against_a_llama_cpp_server_runs_the_llm_paths_with_one_refused_request(
+    db: None,
+    settings: SettingsWrapper,
+    corpus: Corpus,  # noqa: F811
+) -> None:
+    with ScriptedOpenAIServer(response_formats=LLAMA_CPP_RESPONSE_FORMATS) as server:
+        settings.LLM_MODEL = "smollm2"
+        settings.LLM_BASE_URL = server.base_url
+        # The defaults: 4 retries from 1 s: what a doomed json_schema call used to spend per step.
+        settings.LLM_MAX_RETRIES = 4
+        settings.LLM_RETRY_BASE_DELAY = 1.0
+        server.chat_default = _scores_for(corpus)
+        import_litellm()  # its one-off import is not the path's overhead
+
+        first = retrieve(query=MONITORING_QUERY, token_budget=100)
+        second = retrieve(query="volcano eruption warning signs", token_budget=100)
+
+    for result in (first, second):
+        assert result.paths_run == [VECTOR, LEXICAL, LLM_SELECT, LLM_NAVIGATE, TREE_EXPANSION]
+        assert result.documents[0].document_id == corpus.volcanoes.id
+        assert any(LLM_NAVIGATE in chunk.found_by for chunk in result.chunks)
+    assert first.llm_usage.calls == second.llm_usage.calls == 2
+    # One json_schema request, refused once and never retried; json_object from then on.
+    assert _formats(server) == ["json_schema"] + ["json_object"] * 4
+    assert all('JSON Schema "' in body["messages"][0]["content"] for body in server.chat_requests[1:])
+    assert _llm_ms(first) < 1000, first.timings_ms  # it was 5 attempts with backoff: ~6 s per step
+    assert _llm_ms(second) < 1000, second.timings_ms
+
+
+def test_a_rejected_key_is_tried_once_per_query(llm: ScriptedOpenAIServer, corpus: Corpus) -> None:  # noqa: F811
+    llm.chat_default = status(401, "Invalid API Key")
+    result = retrieve(query=MONITORING_QUERY, token_budget=100)
+    select = result.path(LLM_SELECT)
+    assert select is not None and select.failed and "HTTP 401" in select.reason
+    assert len(llm.chat_requests) == 1
+    assert result.paths_run == [VECTOR, LEXICAL, TREE_EXPANSION]
+
+
+@pytest.mark.parametrize("outage", ["http-500", "connection-refused"])
+def test_an_llm_server_down_cools_queries_down_then_they_try_again(
+    db: None,
+    settings: SettingsWrapper,
+    corpus: Corpus,  # noqa: F811
+    outage: str,
+) -> None:
+    server = ScriptedOpenAIServer(chat_default=status(500, "the model crashed")).start()
+    settings.LLM_MODEL = "smollm2"
+    settings.LLM_BASE_URL = server.base_url
+    settings.LLM_MAX_RETRIES = 2
+    settings.LLM_RETRY_BASE_DELAY = 0.01
+    settings.LLM_BREAKER_THRESHOLD = 3
+    settings.LLM_COOLDOWN_SECONDS = 2.0
+    if outage == "connection-refused":
+        server.stop()  # nothing listens on that port any more
+    try:
+        first = retrieve(query=MONITORING_QUERY, token_budget=100)
+        assert first.path(LLM_SELECT).failed  # type: ignore[union-attr]
+        asked = len(server.chat_requests)
+        assert asked == (3 if outage == "http-500" else 0)  # 1 + 2 retries reached the server
+
+        later = [retrieve(query=f"volcano question {n}", token_budget=100) for n in range(3)]
+        assert len(server.chat_requests) == asked, "no request while cooling down"
+        for result in later:
+            assert result.paths_run == [VECTOR, LEXICAL, TREE_EXPANSION] and result.chunks
+            for name in (LLM_SELECT, LLM_NAVIGATE):
+                path = result.path(name)
+                assert path is not None and not path.ran and not path.failed
+                assert path.reason.startswith("LLM cooling down after 3 failed request(s) in a row")
+                assert "the next try is in" in path.reason and "OPENFABLE_LLM_COOLDOWN_SECONDS" in path.reason
+            assert _llm_ms(result) == 0 and result.llm_usage.calls == 0
+            data = json.loads(json.dumps(result.to_dict()))  # what REST, MCP and the CLI send
+            assert any(
+                note.startswith("LLM paths not tried: the LLM is cooling down") for note in data["notes"]
+            )
+        again = retrieve(query="volcano question 0", token_budget=100)
+        assert not again.cached, "an answer given while cooling down is not kept"
+
+        time.sleep(2.1)
+        trial = retrieve(query=MONITORING_QUERY, token_budget=100)
+        select = trial.path(LLM_SELECT)
+        assert select is not None and select.ran and select.failed, "tried again after the cool-down"
+        assert "after 1 attempts" in select.reason, "one trial request, no retries"
+        assert len(server.chat_requests) == asked + (1 if outage == "http-500" else 0)
+        assert retrieve(query="volcano question 9", token_budget=100).path(LLM_SELECT).ran is False  # type: ignore[union-attr]
+
+        if outage == "http-500":
+            server.chat_default = _scores_for(corpus)  # the server is back
+            time.sleep(2.1)
+            back = retrieve(query="volcano question 10", token_budget=100)
+            assert back.paths_run == [VECTOR, LEXICAL, LLM_SELECT, LLM_NAVIGATE, TREE_EXPANSION]
+            assert len(server.chat_requests) == asked + 1 + 2
+    finally:
+        server.stop()

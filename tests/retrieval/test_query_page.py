@@ -12,6 +12,7 @@ from documents.models import Document
 from documents.services.documents import document_create
 from documents.services.jobs import job_run_now
 from tests.factories import CollectionFactory, UserFactory
+from tests.fakes.openai_server import ScriptedOpenAIServer, status
 
 pytestmark = pytest.mark.django_db
 QUERY = reverse("retrieval:query")
@@ -126,3 +127,19 @@ def test_the_documents_filter_limits_the_query(owner: Any, guide: Document) -> N
     result = response.context["result"]
     assert {chunk.document_id for chunk in result.chunks} == {other.pk}
     assert f'value="{other.pk}" selected' in response.content.decode()
+
+
+def test_the_page_says_when_the_llm_is_cooling_down(owner: Any, guide: Document, settings: Any) -> None:
+    with ScriptedOpenAIServer(chat_default=status(500, "the model crashed")) as server:
+        settings.LLM_MODEL = "smollm2"
+        settings.LLM_BASE_URL = server.base_url
+        settings.LLM_MAX_RETRIES = 2
+        settings.LLM_RETRY_BASE_DELAY = 0.01
+        client = _client(owner)
+        failed = client.get(QUERY, {"query": "How do stratovolcanoes erupt?", "budget": "100"})
+        cooling = client.get(QUERY, {"query": "Where do volcanoes form?", "budget": "100"})
+        assert len(server.chat_requests) == 3, "the second query did not call the LLM"
+    assert "llm_select: failed — LLM call failed" in failed.content.decode()
+    body = cooling.content.decode()
+    assert "llm_select: did not run — LLM cooling down after 3 failed request(s) in a row" in body
+    assert "the next try is in" in body and cooling.context["result"].chunks
