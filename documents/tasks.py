@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 from pathlib import Path
 from typing import Any
@@ -20,32 +21,63 @@ logger = logging.getLogger(__name__)
 
 # Failures worth retrying: the database or the embedding service briefly away. A wrong
 # embedding size is a setting to fix, so it is recorded on the job at once instead.
-TRANSIENT_ERRORS = (OperationalError, InterfaceError, EmbeddingError)
-MAX_RETRIES = 3
+DATABASE_ERRORS = (OperationalError, InterfaceError)
+TRANSIENT_ERRORS = (*DATABASE_ERRORS, EmbeddingError)
+MAX_RETRIES = 3  # for the embedding service, through Celery's own backoff below
 _RETRY_OPTIONS: dict[str, Any] = {
-    "autoretry_for": TRANSIENT_ERRORS,
+    "autoretry_for": (EmbeddingError,),
     "dont_autoretry_for": (EmbeddingDimensionError,),
     "max_retries": MAX_RETRIES,
     "retry_backoff": 2,  # seconds before the first retry, doubling
     "retry_backoff_max": 60,
     "retry_jitter": True,
 }
+# The database away is waited for longer, about five minutes in all: a restart or a fail-over
+# takes from seconds to a minute or two. Within Celery's schedule above (full jitter: 14 s at
+# most, often under 5) a task gave up while the database was still down, and then could not even
+# record that it had: the document showed "indexing" until the stall sweep, 15 minutes later.
+DATABASE_RETRY_DELAYS = (1, 2, 4, 8, 15, 30, 30, 30, 30, 30, 30, 30, 30, 30)
+
+
+def _retry_later(task: Task, error: Exception) -> Exception:
+    """The retry to raise for a database error (the next delay of DATABASE_RETRY_DELAYS, ±20 %
+    so that many workers do not come back at the same instant); the error itself once they are spent."""
+    retries = task.request.retries
+    delay = DATABASE_RETRY_DELAYS[min(retries, len(DATABASE_RETRY_DELAYS) - 1)]
+    logger.warning("database unavailable (%s); retrying in about %d s", error, delay)
+    return task.retry(
+        exc=error,
+        countdown=delay * random.uniform(0.8, 1.2),
+        max_retries=len(DATABASE_RETRY_DELAYS),
+        throw=False,
+    )
 
 
 class _IngestTask(Task):
     def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
         # Celery gave up retrying: the job must not stay "running" forever.
         document_id = kwargs.get("document_id", args[0] if args else None)
-        if document_id is not None:
+        if document_id is None:
+            return
+        try:
             job_fail_unfinished(
                 document_id=document_id, error=f"Gave up after {self.request.retries} retries: {exc}"
+            )
+        except DATABASE_ERRORS:
+            logger.error(
+                "document %s: could not record the failure, the database is still away; the job "
+                "shows as failed after OPENFABLE_JOB_STALL_SECONDS without progress",
+                document_id,
             )
 
 
 @shared_task(base=_IngestTask, bind=True, acks_late=True, **_RETRY_OPTIONS)
 def ingest_document(self: Task, document_id: int) -> None:
     """Index the document's newest unfinished job. Safe to run twice: the tree is replaced, never appended."""
-    run = job_run_now(document_id=document_id, retryable=TRANSIENT_ERRORS, worker=_worker_name())
+    try:
+        run = job_run_now(document_id=document_id, retryable=TRANSIENT_ERRORS, worker=_worker_name())
+    except DATABASE_ERRORS as error:
+        raise _retry_later(self, error) from error
     if run is not None and run.error is not None:
         logger.warning("document %s: ingestion failed: %s", document_id, run.job.error)
 
@@ -53,7 +85,10 @@ def ingest_document(self: Task, document_id: int) -> None:
 @shared_task(bind=True, acks_late=True, **_RETRY_OPTIONS)
 def embed_nodes(self: Task, node_ids: list[int]) -> None:
     """Re-embed nodes whose embedded text a person changed (a node edit); deleted ids are skipped."""
-    nodes_embed_stale(node_ids=node_ids)
+    try:
+        nodes_embed_stale(node_ids=node_ids)
+    except DATABASE_ERRORS as error:
+        raise _retry_later(self, error) from error
 
 
 @worker_ready.connect

@@ -61,8 +61,46 @@ def test_transient_failures_retry_then_fail_the_job_visibly(
 
 def test_retry_options_are_celerys_own() -> None:
     task = tasks.ingest_document
-    assert task.autoretry_for == tasks.TRANSIENT_ERRORS
+    assert task.autoretry_for == (EmbeddingError,)
     assert task.retry_backoff and task.retry_jitter and task.max_retries == tasks.MAX_RETRIES
+
+
+def test_the_database_away_is_waited_for_minutes_not_seconds(
+    monkeypatch: pytest.MonkeyPatch, eager_tasks: None
+) -> None:
+    """A restart or fail-over of the database outlasts Celery's three quick retries: the task keeps
+    trying on its own, longer schedule and finishes the job once the database answers (the fault
+    test tests/faults/test_database_restart.py does it with real processes and a stopped server)."""
+    from django.db import OperationalError
+
+    real = jobs.job_run_now
+    attempts: list[int] = []
+    countdowns: list[float] = []
+
+    def away_for_a_while(**kwargs: object) -> object:
+        attempts.append(1)
+        if len(attempts) <= 6:  # twice as many failures as Celery's own schedule would take
+            raise OperationalError("connection to server on socket failed: No such file or directory")
+        return real(**kwargs)  # type: ignore[arg-type]
+
+    original_retry = tasks.ingest_document.retry
+
+    def recorded_retry(*args: object, **kwargs: object) -> object:
+        countdowns.append(float(kwargs["countdown"]))  # type: ignore[arg-type]
+        return original_retry(*args, **kwargs)
+
+    monkeypatch.setattr(tasks, "job_run_now", away_for_a_while)
+    monkeypatch.setattr(tasks.ingest_document, "retry", recorded_retry)
+    document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
+
+    tasks.ingest_document.apply(args=[document.pk])
+
+    assert len(attempts) == 7
+    assert IngestionJob.objects.get(document=document).status == IngestionJob.Status.SUCCEEDED
+    # The delays grow (1, 2, 4, 8, 15, 30 s, each ±20 %), and the whole schedule waits minutes.
+    assert len(countdowns) == 6 and countdowns == sorted(countdowns)
+    assert 0.8 <= countdowns[0] <= 1.2 and 24 <= countdowns[-1] <= 36
+    assert sum(tasks.DATABASE_RETRY_DELAYS) >= 240
 
 
 def test_a_document_deleted_while_it_is_indexed_is_a_quiet_no_op(

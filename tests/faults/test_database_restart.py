@@ -4,9 +4,11 @@ A private PostgreSQL cluster (made like the embedded one, in the test's own fold
 cluster other test runs use is never touched) is migrated; the web server (uvicorn serving the
 ASGI app, as ``make run`` starts it) and a Celery worker run against it as child processes, with
 their own data folder and filesystem broker. One document goes in through the REST API and is
-queried. Then ``pg_ctl stop -m fast``: every request fails at once with a 503 and the JSON error,
-and the command line says so in one sentence. Then the cluster starts again, and the same two
-processes, never restarted, answer queries and index a new document.
+queried; a second is being indexed (the worker waits on its embeddings) when ``pg_ctl stop -m
+fast`` stops the database for longer than Celery's own retries last. Meanwhile every request
+fails at once with a 503 and the JSON error, and the command line says so in one sentence. Then
+the cluster starts again: the same two processes, never restarted, answer queries, finish the
+interrupted ingestion and index a new document.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pytest
 from openfable.embeddings import LOCAL_DIMENSIONS
 from openfable.runner import _web_server_command
 from tests.conftest import REPO_ROOT
-from tests.fakes.openai_server import ScriptedOpenAIServer
+from tests.fakes.openai_server import ScriptedOpenAIServer, delay
 from tests.faults.processes import (
     PrivateCluster,
     answers,
@@ -48,7 +50,14 @@ SECOND = "".join(
     f"Rule {n}. A visitor to floor {n} signs the register and wears badge colour {n % 4} at all times.\n"
     for n in range(8)
 )
+THIRD = "".join(
+    f"Boiler {n} of the plant heats {n * 50 + 200} litres an hour and is drained every {n % 5 + 1} months.\n"
+    for n in range(8)
+)
 FAST = 3.0  # seconds: a request to a stopped database is answered within this
+# Longer than Celery's whole retry schedule of a task before this test (2 + 4 + 8 s at most):
+# a restart or fail-over of a real database server takes this long, or longer.
+OUTAGE = 16.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ class Stack:
     web: subprocess.Popen[bytes]
     worker: subprocess.Popen[bytes]
     key: str
+    embeddings: ScriptedOpenAIServer
 
     def call(self, method: str, path: str, body: Any = None) -> Reply:
         """One REST request with the API token; the decoded JSON answer, whatever its status."""
@@ -133,7 +143,7 @@ def stack(tmp_path: Path, private_cluster: PrivateCluster) -> Iterator[Stack]:
         try:
             wait_for(lambda: answers(port) or web.poll() is not None, timeout=90, what="the web server")
             assert web.poll() is None, (logs / "web.log").read_text()
-            yield Stack(cluster, f"http://127.0.0.1:{port}/v1/api", env, web, worker, key)
+            yield Stack(cluster, f"http://127.0.0.1:{port}/v1/api", env, web, worker, key, embeddings)
         finally:
             stop_process(web)
             stop_process(worker)
@@ -141,18 +151,19 @@ def stack(tmp_path: Path, private_cluster: PrivateCluster) -> Iterator[Stack]:
                 print(f"--- {log.name}\n{log.read_text()[-4000:]}")
 
 
-def _add_and_wait_indexed(stack: Stack, text: str, title: str) -> int:
+def _add(stack: Stack, text: str, title: str) -> int:
     created = stack.call("POST", "/documents", {"text": text, "title": title})
     assert created.status == 202, created.body
-    document_id = int(created.body["document"]["id"])
+    return int(created.body["document"]["id"])
 
+
+def _wait_indexed(stack: Stack, document_id: int, timeout: float = 90) -> None:
     def indexed() -> bool:
         answer = stack.call("GET", f"/documents/{document_id}?meta_only=true")
         assert answer.status == 200 and answer.body["status"] != "failed", answer.body
         return bool(answer.body["status"] == "indexed")
 
-    wait_for(indexed, timeout=90, what=f"the worker to index {title!r}")
-    return document_id
+    wait_for(indexed, timeout=timeout, what=f"the worker to index document {document_id}")
 
 
 def _query(stack: Stack, text: str) -> Reply:
@@ -164,11 +175,23 @@ def _found(answer: Reply) -> set[int]:
 
 
 def test_a_stopped_database_fails_requests_fast_and_the_same_processes_recover(stack: Stack) -> None:
-    first = _add_and_wait_indexed(stack, FIRST, "Pump stations")
+    first = _add(stack, FIRST, "Pump stations")
+    _wait_indexed(stack, first)
     answer = _query(stack, "how often is the pump serviced")
     assert answer.status == 200 and first in _found(answer), answer.body
 
+    # The worker is in the middle of an ingestion (waiting for its embeddings) when the database stops.
+    stack.embeddings.script_embeddings(delay(3.0))
+    embedded = len(stack.embeddings.embedding_requests)
+    caught = _add(stack, THIRD, "Boilers")
+    wait_for(
+        lambda: len(stack.embeddings.embedding_requests) > embedded,
+        timeout=60,
+        what="the worker to be embedding the new document",
+    )
     stack.cluster.stop()
+    stopped = time.monotonic()
+
     for method, path, body in (
         ("POST", "/query", {"query": "how often is the pump serviced", "token_budget": 200}),
         ("GET", "/documents", None),
@@ -195,12 +218,18 @@ def test_a_stopped_database_fails_requests_fast_and_the_same_processes_recover(s
     assert said["error"].startswith("Cannot reach the database"), said
     assert "Traceback" not in command.stderr, command.stderr
 
+    time.sleep(max(0.0, OUTAGE - (time.monotonic() - stopped)))
     stack.cluster.start()
     answer = _query(stack, "how often is the pump serviced")
     print(f"first query after the restart: {answer.status} in {answer.seconds * 1000:.0f} ms")
     assert answer.status == 200, answer.body  # the very first request after the restart
     assert first in _found(answer)
-    second = _add_and_wait_indexed(stack, SECOND, "Visitors")
+
+    started = time.monotonic()
+    _wait_indexed(stack, caught, timeout=120)  # the job the outage interrupted, finished by the same worker
+    print(f"the interrupted ingestion finished {time.monotonic() - started:.1f} s after the restart")
+    second = _add(stack, SECOND, "Visitors")
+    _wait_indexed(stack, second)
     answer = _query(stack, "which badge does a visitor wear")
     assert answer.status == 200 and second in _found(answer), answer.body
     assert stack.web.poll() is None and stack.worker.poll() is None, "the same processes, never restarted"
