@@ -382,4 +382,5 @@ def _background_state(collection: Collection, *, queued: int) -> dict[str, Any]:
         "indexed": statuses.get(Document.Status.INDEXED, 0),
         "failed": failed,
         "unfinished": queued - statuses.get(Document.Status.INDEXED, 0) - failed,
+        "indexing": statuses.get(Document.Status.INDEXING, 0),  # of the unfinished: the worker is on it
     }

@@ -219,7 +219,8 @@ def format_load(report: dict[str, Any]) -> str:
         "debug off, plain HTTP.",
         f"Background ingest (queued through the API, indexed by the Celery worker): {background['queued']} queued, "
         f"{background['indexed']} indexed, {background['failed']} failed, "
-        f"{background['unfinished']} not finished when the load stopped.",
+        f"{background['unfinished']} not finished when the load stopped "
+        f"({background.get('indexing', 0)} of them being indexed).",
         "",
     ]
     for number, stage in enumerate(report["stages"], 1):
