@@ -39,12 +39,10 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from openfable.tokens import count_tokens
+from openfable.tokens import count_chat_tokens, count_tokens
 
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
-TOKENS_PER_MESSAGE = 3  # OpenAI's chat framing: <|start|>{role}\n{content}<|end|>
-TOKENS_TO_PRIME_ANSWER = 3
 
 MARKER_WORDS = 8
 CHUNKS_PER_SECTION = 4
@@ -83,9 +81,8 @@ class UnknownPromptError(ValueError):
 
 
 def messages_tokens(messages: Sequence[dict[str, Any]]) -> int:
-    """Input tokens of a chat request, counted the way OpenAI bills them (cl100k_base)."""
-    contents = sum(count_tokens(str(message.get("content") or "")) for message in messages)
-    return contents + TOKENS_PER_MESSAGE * len(messages) + TOKENS_TO_PRIME_ANSWER
+    """Input tokens of a chat request as received, counted the way OpenAI bills them."""
+    return count_chat_tokens(messages)
 
 
 # -- answers -------------------------------------------------------------------------------------

@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import tiktoken
@@ -84,3 +85,15 @@ def _back_off_to_whitespace(text: str, cut: str) -> str:
         if cut[index].isspace():
             return cut[:index].rstrip() or cut
     return cut  # one long word (or none nearby): keep the token cut
+
+
+# OpenAI's chat framing: each message is wrapped in a few special tokens, and the answer is primed
+# with a few more. Other chat templates differ by a handful of tokens a message.
+TOKENS_PER_CHAT_MESSAGE = 3
+TOKENS_TO_PRIME_CHAT_ANSWER = 3
+
+
+def count_chat_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Input tokens of a chat request: its messages' contents plus the chat framing."""
+    contents = sum(count_tokens(str(message.get("content") or "")) for message in messages)
+    return contents + TOKENS_PER_CHAT_MESSAGE * len(messages) + TOKENS_TO_PRIME_CHAT_ANSWER

@@ -42,6 +42,7 @@ def settings_fingerprint(*, uses_llm: bool) -> dict[str, Any]:
             "RETRIEVAL_TOP_K",
             "RETRIEVAL_LLMSELECT_DEPTH",
             "RETRIEVAL_LLM_PROMPT_TOKENS",
+            "RETRIEVAL_LLM_QUERY_TOKENS",
             "RETRIEVAL_ALPHA",
             "RETRIEVAL_BETA",
             "RETRIEVAL_GAMMA",

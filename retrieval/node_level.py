@@ -29,7 +29,15 @@ from retrieval.packing import Candidate, pack_exact
 from retrieval.paths import lexical as lexical_paths
 from retrieval.paths import llm as llm_paths
 from retrieval.paths import vector as vector_paths
-from retrieval.result import LEXICAL, LLM_NAVIGATE, TREE_EXPANSION, Chunk, ChunkScores, PathReport
+from retrieval.result import (
+    LEXICAL,
+    LLM_NAVIGATE,
+    LLM_SELECT,
+    TREE_EXPANSION,
+    Chunk,
+    ChunkScores,
+    PathReport,
+)
 
 NODE_PATH_WEIGHTS = {LLM_NAVIGATE: 1.0, TREE_EXPANSION: 1.0}
 
@@ -89,6 +97,7 @@ def node_level_chunks(
             rows=list(rows.values()),
             contents=contents,
             max_tokens=settings.RETRIEVAL_LLM_PROMPT_TOKENS,
+            max_prompt_tokens=_navigate_prompt_cap(run),
             token_budget=run.budget,
         )
         run.end_stage("llm_navigate")
@@ -158,6 +167,14 @@ def node_level_chunks(
         _node_chunk(c, rows[c.node.id], texts[c.node.id], expansion, lexical, titles, ranks, found_by)
         for c in packed.chosen
     ]
+
+
+def _navigate_prompt_cap(run: NodeLevelRun) -> int:
+    """What is left of the query's prompt allowance once LLMselect's prompt is counted (sent or
+    answered from the cache alike, so the same query always gets the same outline)."""
+    select = run.paths.get(LLM_SELECT)
+    spent = int((select.detail or {}).get("prompt_tokens", 0)) if select is not None else 0
+    return settings.RETRIEVAL_LLM_QUERY_TOKENS - spent
 
 
 def hybrid_similarity(

@@ -421,6 +421,7 @@ class _Run:
             documents=[(pk, info[pk].title) for pk in shortlist],
             max_depth=settings.RETRIEVAL_LLMSELECT_DEPTH,
             max_tokens=settings.RETRIEVAL_LLM_PROMPT_TOKENS,
+            max_prompt_tokens=llm_paths.select_prompt_cap(settings.RETRIEVAL_LLM_QUERY_TOKENS),
         )
         self.end_stage("llm_select")
         scores = self.record_llm(LLM_SELECT, outcome, outline)
@@ -472,7 +473,11 @@ class _Run:
         """Report an LLM path's outcome (usage, path report, notes); its scores, or None when it
         failed (a service failure also stops later LLM steps of this query)."""
         self.usage = self.usage.plus(outcome.usage)
-        detail = {"outline_tokens": outline.tokens, "outline_omitted": outline.omitted}
+        detail = {
+            "outline_tokens": outline.tokens,
+            "outline_omitted": outline.omitted,
+            "prompt_tokens": outcome.prompt_tokens,
+        }
         if outcome.failed:
             if outcome.service_failed:
                 self.llm_down = outcome.error

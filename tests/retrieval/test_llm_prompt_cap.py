@@ -1,0 +1,83 @@
+"""One query's LLM input stays under OPENFABLE_RETRIEVAL_LLM_QUERY_TOKENS: LLMselect gets its
+share, LLMnavigate what is left, each prompt counted as the server receives it (over real HTTP,
+against the scripted model of bench-cost)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from django.conf import settings as django_settings
+from pytest_django.fixtures import Settings as SettingsWrapper
+
+from benchmarks.latency import generate_corpus
+from benchmarks.scripted_llm import ScriptedLLMServer
+from documents.ingestion.tree import LEAF
+from documents.models import Collection, Node
+from retrieval.paths.llm import select_prompt_cap
+from retrieval.result import LLM_NAVIGATE, LLM_SELECT
+from retrieval.services import retrieve
+from tests.retrieval.test_services import MONITORING_QUERY, Corpus, _fresh_query_cache, corpus  # noqa: F401
+
+
+@pytest.fixture
+def scripted(db: None, settings: SettingsWrapper) -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer() as server:
+        settings.LLM_MODEL = "scripted-fable"
+        settings.LLM_BASE_URL = server.base_url
+        settings.LLM_MAX_RETRIES = 0
+        yield server
+
+
+def _synthetic(documents: int) -> tuple[Collection, np.ndarray]:
+    """Documents of 100 nodes written through the tree service with cheap clustered vectors."""
+    collection, centres, _ = generate_corpus(
+        nodes=100 * documents,
+        per_document=100,
+        dims=django_settings.EMBEDDING_DIMENSIONS,
+        rng=np.random.default_rng(1),
+        rebuild_index=False,
+        say=lambda message: None,
+    )
+    return collection, centres
+
+
+def test_both_prompts_of_a_query_fit_its_allowance_and_navigate_gets_what_select_left(
+    scripted: ScriptedLLMServer,
+) -> None:
+    # LLMselect's shortlist of 20 (~1000 outline tokens each) and the outline of one document
+    # (~6000 tokens) are each larger than their share of the default allowance of 8000.
+    collection, centres = _synthetic(24)
+    leaf = Node.objects.filter(document__collection=collection, kind=LEAF).order_by("pk").first()
+    assert leaf is not None
+    query = " ".join(leaf.content.split()[:5])
+    result = retrieve(
+        query=query, token_budget=1000, mode="bipath", collection=collection.slug, query_embedding=centres[0]
+    )
+
+    select, navigate = result.path(LLM_SELECT), result.path(LLM_NAVIGATE)
+    assert select and navigate and select.ran and navigate.ran and not select.failed and not navigate.failed
+    served = {call.schema: call.prompt_tokens for call in scripted.calls}
+    assert set(served) == {"document_selection", "node_selection"}
+    allowance = django_settings.RETRIEVAL_LLM_QUERY_TOKENS
+    assert served["document_selection"] == select.detail["prompt_tokens"] <= select_prompt_cap(allowance)
+    assert served["node_selection"] == navigate.detail["prompt_tokens"]
+    assert select.detail["outline_omitted"] > 0 and navigate.detail["outline_omitted"] > 0, "the caps bite"
+    assert allowance - 100 <= sum(served.values()) <= allowance, "navigate used what select left"
+
+
+def test_a_query_too_long_for_the_allowance_skips_llmselect_without_a_request(
+    scripted: ScriptedLLMServer,
+    settings: SettingsWrapper,
+    corpus: Corpus,  # noqa: F811
+) -> None:
+    settings.RETRIEVAL_LLM_QUERY_TOKENS = 1000
+    query = "volcano eruption seismometer " * 60  # ~180 words: no room left in a 400-token prompt
+    result = retrieve(query=query, token_budget=100, mode="bipath", use_cache=False)
+
+    select = result.path(LLM_SELECT)
+    assert select and select.failed and "leaves 0 tokens for the LLMselect outline" in select.reason
+    assert "shorten the query" in select.reason
+    assert [call.schema for call in scripted.calls] == ["node_selection"], "LLMnavigate still asked"
+    assert result.chunks, "the vector paths answered"
