@@ -9,15 +9,31 @@ stops it explicitly on Ctrl-C.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import re
+import shutil
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from openfable.startup import StartupError, disk_problem, ensure_folder, free_space
+
 DATABASE_NAME = "openfable"
 _SUPERUSER = "postgres"
+# initdb writes about 40 MB (a 16 MB WAL segment among it); the first start needs a little more.
+NEW_CLUSTER_BYTES = 64_000_000
+# What PostgreSQL, initdb and pg_ctl say when the disk is the problem, and the errno it means.
+_DISK_MESSAGES = {
+    "No space left on device": errno.ENOSPC,
+    "Disk quota exceeded": errno.EDQUOT,
+    "Read-only file system": errno.EROFS,
+    "Permission denied": errno.EACCES,
+}
 
 logger = logging.getLogger(__name__)
 
@@ -55,19 +71,77 @@ def _quiet_pgserver_imports() -> None:
 def ensure_running(data_dir: Path) -> EmbeddedDatabase:
     """Start (initialising on first use) the cluster under ``data_dir``; return how to reach it.
 
-    Cheap when the server is already up: pgserver only reads ``postmaster.pid``.
+    Cheap when the server is already up: pgserver only reads ``postmaster.pid``. A disk that
+    cannot hold the cluster (read-only, full, not ours) or a server that will not start raises
+    ``StartupError`` saying so, instead of pgserver's traceback.
     """
     _quiet_pgserver_imports()
     import pgserver
 
     data_dir = data_dir.expanduser().resolve()
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(data_dir, cleanup_mode=None)
+    ensure_folder(data_dir.parent)
+    if not (data_dir / "PG_VERSION").exists() and _free_bytes(data_dir.parent) < NEW_CLUSTER_BYTES:
+        raise StartupError(
+            f"the disk holding {data_dir} has {free_space(data_dir.parent)} free, and a new embedded "
+            f"database needs about {NEW_CLUSTER_BYTES // 1_000_000} MB; free some space or point "
+            "OPENFABLE_DATA_DIR at another disk."
+        )
+    with _pgserver_messages() as said:
+        try:
+            server = pgserver.get_server(data_dir, cleanup_mode=None)
+        except OSError as error:
+            raise disk_problem(error, data_dir, what="the embedded database folder") from error
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+            raise _start_failure(data_dir, "\n".join(said)) from error
     info = server.get_postmaster_info()
     socket_dir = str(info.socket_dir) if info.socket_dir is not None else str(data_dir)
     database = EmbeddedDatabase(data_dir=data_dir, socket_dir=socket_dir)
     _ensure_database(database)
     return database
+
+
+def _free_bytes(path: Path) -> int:
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return NEW_CLUSTER_BYTES  # unknown: let initdb try and say what went wrong
+
+
+@contextmanager
+def _pgserver_messages() -> Iterator[list[str]]:
+    """What pgserver logs while it runs initdb and pg_ctl (their stderr and the server's log on a
+    failure), kept for ``_start_failure`` instead of printed: before Django configures logging,
+    Python would print each of those long records to stderr."""
+    said: list[str] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    handler = _Keep(logging.WARNING)
+    pgserver_logger = logging.getLogger("pgserver")
+    pgserver_logger.addHandler(handler)
+    try:
+        yield said
+    finally:
+        pgserver_logger.removeHandler(handler)
+
+
+def _start_failure(data_dir: Path, said: str) -> StartupError:
+    """Why initdb or the server's start failed, from what they printed and the server's log."""
+    log = data_dir / "log"
+    with suppress(OSError):
+        said += "\n" + log.read_text(errors="replace")[-20_000:]
+    for message, code in _DISK_MESSAGES.items():
+        if message in said:
+            return disk_problem(OSError(code, message), data_dir, what="the embedded database folder")
+    reasons = re.findall(r"(?:FATAL|PANIC|ERROR|initdb: error): +(.+)", said)
+    reason = f" ({reasons[-1].strip()})" if reasons else ""
+    where = f"see its log {log}, or" if log.exists() else "or"
+    return StartupError(
+        f"the embedded PostgreSQL under {data_dir} did not start{reason}; {where} set "
+        "OPENFABLE_DATABASE_URL to use another server."
+    )
 
 
 def _ensure_database(database: EmbeddedDatabase) -> None:

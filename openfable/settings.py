@@ -15,6 +15,7 @@ from pathlib import Path
 import environ
 
 from openfable.config import ConfigProblem, EnvReader
+from openfable.startup import disk_problem, exit_on_startup_error, make_folder, write_private_file
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -36,13 +37,15 @@ def _local_secret_key() -> str:
     # set OPENFABLE_SECRET_KEY; the system check openfable.E002 refuses to start otherwise.
     path = DATA_DIR / "secret_key"
     if not path.exists():
-        DATA_DIR.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
+        write_private_file(path, secrets.token_urlsafe(50))
+    try:
+        return path.read_text().strip()
+    except OSError as error:
+        raise disk_problem(error, DATA_DIR) from error
 
 
-SECRET_KEY = env.string("SECRET_KEY") or _local_secret_key()
+# A data folder that is read-only, full or someone else's ends start-up here with one sentence.
+SECRET_KEY = env.string("SECRET_KEY") or exit_on_startup_error(_local_secret_key)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -109,7 +112,9 @@ if DATABASE_URL:
 else:
     from openfable.embedded_db import ensure_running
 
-    DATABASES = {"default": ensure_running(EMBEDDED_DATABASE_DIR).django_config()}
+    DATABASES = {
+        "default": exit_on_startup_error(lambda: ensure_running(EMBEDDED_DATABASE_DIR)).django_config()
+    }
 DATABASES["default"].setdefault("TEST", {})
 # A connection that broke (the database restarted) is noticed and replaced at the next request or
 # task instead of failing every later one: long-lived processes recover by themselves.
@@ -214,7 +219,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
 # Serve straight from the source folders too, so a laptop run needs no collectstatic.
 WHITENOISE_USE_FINDERS = True
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+exit_on_startup_error(lambda: make_folder(STATIC_ROOT, what="the static files folder"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_DOCUMENT_BYTES + 1_000_000
 FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_DOCUMENT_BYTES + 1_000_000
 
