@@ -123,9 +123,9 @@ def llama_cpp_validation_error(response_format_type: str) -> StatusReply:
 
     Its route handler (llama_cpp/server/errors.py, RouteErrorHandler) turns any exception,
     FastAPI's request validation error included, into HTTP 500 with ``{"error": {"message":
-    str(exc), "type": "internal_server_error", "param": None, "code": None}}``. The message below
-    is str(exc) as FastAPI 0.165 / pydantic 2.14 render it for that request model (reproduced with
-    those packages; only the traceback line at its end varies by install).
+    str(exc), "type": "internal_server_error", "param": None, "code": None}}``. The body below is
+    what llama-cpp-python 0.3.36's server (FastAPI 0.165, pydantic 2.14) sent for a json_schema
+    request, byte for byte but for the install path in its last line.
     """
     allowed = " or ".join(f"'{t}'" for t in LLAMA_CPP_RESPONSE_FORMATS)
     error = {
@@ -137,7 +137,7 @@ def llama_cpp_validation_error(response_format_type: str) -> StatusReply:
     }
     message = (
         f"1 validation error:\n  {error!r}\n\n"
-        '  File "/usr/local/lib/python3.12/site-packages/llama_cpp/server/app.py", line 476, '
+        '  File "/usr/local/lib/python3.12/site-packages/llama_cpp/server/app.py", line 376, '
         "in create_chat_completion\n    POST /v1/chat/completions"
     )
     body = {"error": {"message": message, "type": "internal_server_error", "param": None, "code": None}}
