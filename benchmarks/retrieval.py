@@ -13,8 +13,9 @@ ingestion, or else through their content). Then, per budget:
   packed smallest first into the budget: the best any ranking over these leaves could do;
 - ``bm25`` / ``dense``: flat 128-token chunks (see ``baselines``), same embedding model;
 - ``vector`` (and ``bipath``, ``llm`` with an LLM configured): ``retrieval.services.retrieve``
-  over the collection, without the query cache; ``vector-no-lexical``: vector mode with the
-  lexical path turned off (the ablation that shows what it adds).
+  over the collection, without the query cache; the ablations that show what a part adds:
+  ``vector-no-lexical`` (vector mode with the lexical path turned off), ``vector-whole-query``
+  (passages ranked by the whole query, the titles of the documents it names included).
 
 Recall and EIR are RAGEval's (see ``metrics``). Queries without references are skipped and
 counted. Beside them: "right document found" (share of the query's gold documents from which at
@@ -63,10 +64,13 @@ DEFAULT_BUDGETS = (500, 1000, 2000, 4000, 8000)
 REFERENCE_METHODS = ("ceiling", "oracle")
 BASELINE_METHODS = ("bm25", "dense")
 # Engine methods: retrieve() in a mode, with settings changed for an ablation. "vector-no-lexical"
-# is vector mode without the lexical path, so every run shows what that path adds.
+# is vector mode without the lexical path, "vector-whole-query" without the passage query (see
+# retrieval.services.passage_query), so every run shows what each adds.
 NO_LEXICAL = {"RETRIEVAL_LEXICAL_WEIGHT": 0.0, "RETRIEVAL_LEXICAL_NODE_SHARE": 0.0}
 ENGINE_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "vector-no-lexical": ("vector", NO_LEXICAL),
+    # Passages ranked by the whole query, the titles of the documents it names included.
+    "vector-whole-query": ("vector", {"RETRIEVAL_PASSAGE_QUERY": False}),
     "vector": ("vector", {}),
     "bipath": ("bipath", {}),
     "llm": ("llm", {}),

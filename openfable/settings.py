@@ -194,6 +194,10 @@ RETRIEVAL_DECAY = env.number("RETRIEVAL_DECAY", 0.8, minimum=0.0)
 # and its share of a node's similarity in TreeExpansion (0: cosine only). 0 and 0 turn it off.
 RETRIEVAL_LEXICAL_WEIGHT = env.number("RETRIEVAL_LEXICAL_WEIGHT", 2.0, minimum=0.0)
 RETRIEVAL_LEXICAL_NODE_SHARE = env.number("RETRIEVAL_LEXICAL_NODE_SHARE", 0.15, minimum=0.0, maximum=1.0)
+# Inside the documents a query was routed to, rank passages by the query without those documents'
+# titles ("... (Reseller Agreement between X and Y)"): the title routed it and only pulls towards
+# the passages repeating it. false: the whole query ranks passages (the benchmark's ablation).
+RETRIEVAL_PASSAGE_QUERY = env.boolean("RETRIEVAL_PASSAGE_QUERY", True)
 TOKEN_BUDGET_MIN = env.integer("TOKEN_BUDGET_MIN", 100, minimum=1)
 TOKEN_BUDGET_MAX = env.integer("TOKEN_BUDGET_MAX", 32000, minimum=1)
 TOKEN_BUDGET_DEFAULT = env.integer("TOKEN_BUDGET_DEFAULT", 2000, minimum=1)

@@ -49,6 +49,7 @@ def settings_fingerprint(*, uses_llm: bool) -> dict[str, Any]:
             "RETRIEVAL_DECAY",
             "RETRIEVAL_LEXICAL_WEIGHT",
             "RETRIEVAL_LEXICAL_NODE_SHARE",
+            "RETRIEVAL_PASSAGE_QUERY",
             "EMBEDDING_URL",
             "EMBEDDING_MODEL",
             "EMBEDDING_DIMENSIONS",

@@ -28,6 +28,7 @@ their reports say so and until when, and such an answer is not cached.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,11 +36,12 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, Func, IntegerField, OuterRef, Subquery, Value
+from django.db.models.functions import Lower
 
 from documents.models import Document, Node
 from documents.selectors import corpus_version
-from openfable.embeddings import get_embedder
+from openfable.embeddings import embed_queries, get_embedder
 from openfable.llm import LLMClient, LLMUsage, llm_configured
 from openfable.tokens import count_tokens
 from retrieval import cache
@@ -170,6 +172,25 @@ def extend_to_budget(
     return chosen
 
 
+def passage_query(query: str, titles: Sequence[str]) -> str:
+    """``query`` without the titles of the documents it was routed to (see ``_Run._passage_vector``).
+
+    A title of several words is taken out however it is written; a one-word title ("JetWing")
+    only as the title writes it and not as the query's first word, so that a query about
+    volcanoes keeps its subject inside a document titled "Volcanoes". The query itself comes
+    back when too little would be left (fewer than three words).
+    """
+    rest = query
+    for title in sorted({title.strip() for title in titles if title.strip()}, key=len, reverse=True):
+        if len(title.split()) > 1:
+            rest = re.sub(re.escape(title), " ", rest, flags=re.IGNORECASE)
+        else:
+            rest = re.sub(rf"(?<=\W){re.escape(title)}\b", " ", rest)
+    rest = re.sub(r"\(\s*\)|\[\s*\]", " ", rest)  # the brackets a title sat in
+    rest = " ".join(rest.split()).strip(" ,;:-")
+    return rest if rest != query and len(re.findall(r"\w+", rest)) >= 3 else query
+
+
 # -- input ---------------------------------------------------------------------------------------
 
 
@@ -252,6 +273,9 @@ class _Run:
     llm_down: str = ""  # the LLM service failed: later LLM steps of this query are not tried
     llm_cooling: bool = False  # the LLM endpoint is cooling down: no LLM step of this query ran
     terms: list[str] = field(default_factory=list)  # the query's full-text search terms
+    named_titles: list[str] = field(default_factory=list)  # titles in scope the query contains
+    passage_text: str = ""  # the query without them (``passage_query``), when that differs
+    passage_vector: np.ndarray | None = None  # its embedding
     lap: float = 0.0
 
     def execute(self, version: int) -> RetrievalResult:
@@ -264,7 +288,7 @@ class _Run:
                 self.paths[name] = PathReport(name, ran=False, reason=reason)
             if self.mode == "llm":
                 self.notes.append("llm mode without a configured LLM: the vector paths answered instead.")
-        vector = self.vector if self.vector is not None else get_embedder().embed_query(self.query)
+        vector = self._embed()
         self.end_stage("embed")
         top_k = settings.RETRIEVAL_TOP_K
         search = vector_paths.nearest_nodes(
@@ -317,7 +341,15 @@ class _Run:
             routing = "documents" if chunks else "nodes"
         if routing == "nodes" and selected:
             titles = {pk: document.title for pk, document in info.items()}
-            chunks = node_level_chunks(self, selected=selected, vector=vector, ranks=ranks, titles=titles)
+            leaf_vector = self._leaf_vector(selected, titles)
+            chunks = node_level_chunks(
+                self, selected=selected, vector=vector, leaf_vector=leaf_vector, ranks=ranks, titles=titles
+            )
+            expansion = self.paths.get(TREE_EXPANSION)
+            if leaf_vector is not None and expansion is not None:
+                # Say what ranked the leaves: the query without the titles it names.
+                detail = {**expansion.detail, "passage_query": self.passage_text}
+                self.paths[TREE_EXPANSION] = dataclasses.replace(expansion, detail=detail)
         else:
             why = (
                 "not needed: the selected documents fit the budget whole" if selected else "no document found"
@@ -509,6 +541,51 @@ class _Run:
             self.notes.append(f"LLM paths not tried: the LLM is {cooldown.describe()}.")
             self.llm_cooling = True
         return True
+
+    def _embed(self) -> np.ndarray:
+        """The query's vector and, when the query names documents in scope, the vector of the
+        passage query (see ``_leaf_vector``), embedded together in one call."""
+        if self.vector is not None:
+            return self.vector  # the caller's own vector: no text to embed again
+        embedder = get_embedder()
+        if settings.RETRIEVAL_PASSAGE_QUERY:
+            self.named_titles = self._titles_named()
+            rest = passage_query(self.query, self.named_titles)
+            if rest != self.query:
+                vector, self.passage_vector = embed_queries(embedder, [self.query, rest])
+                self.passage_text = rest
+                return vector
+        return embedder.embed_query(self.query)
+
+    def _titles_named(self) -> list[str]:
+        """Titles of the documents in scope that the query contains (any case): one scan of
+        the titles, no embedding."""
+        documents = Document.objects.filter(status=Document.Status.INDEXED)
+        if self.scope.document_ids is not None:
+            documents = documents.filter(pk__in=self.scope.document_ids)
+        # PostgreSQL's strpos(query, title) > 0: the title occurs in the query.
+        position = Func(
+            Lower(Value(self.query)), Lower("title"), function="strpos", output_field=IntegerField()
+        )
+        found = documents.annotate(at=position).filter(at__gt=0)
+        return sorted(set(found.values_list("title", flat=True)))
+
+    def _leaf_vector(self, selected: Sequence[int], titles: Mapping[int, str]) -> np.ndarray | None:
+        """The vector the leaves of the selected documents are ranked by, when it differs from
+        the query's own.
+
+        A query often names its document ("… (Reseller Agreement between McDATA and RESELLER)",
+        "… did Acme Government Solutions pay"): that routed it, and inside the document the name
+        only pulls towards the passages that repeat it. Leaves are embedded from their own text,
+        without the document's title, so they are compared with the query without the titles it
+        names (internal nodes carry the title in their toc path and keep the whole query). The
+        node level's lexical terms lose the titles' words too.
+        """
+        if self.passage_vector is None or not any(titles[pk] in self.named_titles for pk in selected):
+            return None
+        if self.terms:
+            self.terms = lexical_paths.query_terms(self.passage_text) or self.terms
+        return self.passage_vector
 
     def end_stage(self, stage: str) -> None:
         """Record the milliseconds since the previous stage ended as ``stage``'s timing."""
