@@ -68,7 +68,6 @@ def node_level_chunks(
     selected: list[int],
     vector: np.ndarray,
     ranks: dict[int, int],
-    leaf_vector: np.ndarray | None = None,
     titles: Mapping[int, str],
 ) -> list[Chunk]:
     """The chosen passages of the ``selected`` documents within ``run.budget``, in document
@@ -78,10 +77,7 @@ def node_level_chunks(
     stage timings go to ``run``.
     """
     rows = {
-        row.id: row
-        for row in vector_paths.nodes_with_similarity(
-            document_ids=selected, query_vector=vector, leaf_vector=leaf_vector
-        )
+        row.id: row for row in vector_paths.nodes_with_similarity(document_ids=selected, query_vector=vector)
     }
     contents = dict(Document.objects.filter(pk__in=selected).values_list("pk", "content"))
     run.end_stage("fetch_nodes")

@@ -341,12 +341,16 @@ class _Run:
             routing = "documents" if chunks else "nodes"
         if routing == "nodes" and selected:
             titles = {pk: document.title for pk, document in info.items()}
-            leaf_vector = self._leaf_vector(selected, titles)
+            passage_vector = self._passage_vector(selected, titles)
             chunks = node_level_chunks(
-                self, selected=selected, vector=vector, leaf_vector=leaf_vector, ranks=ranks, titles=titles
+                self,
+                selected=selected,
+                vector=vector if passage_vector is None else passage_vector,
+                ranks=ranks,
+                titles=titles,
             )
             expansion = self.paths.get(TREE_EXPANSION)
-            if leaf_vector is not None and expansion is not None:
+            if passage_vector is not None and expansion is not None:
                 # Say what ranked the leaves: the query without the titles it names.
                 detail = {**expansion.detail, "passage_query": self.passage_text}
                 self.paths[TREE_EXPANSION] = dataclasses.replace(expansion, detail=detail)
@@ -544,7 +548,7 @@ class _Run:
 
     def _embed(self) -> np.ndarray:
         """The query's vector and, when the query names documents in scope, the vector of the
-        passage query (see ``_leaf_vector``), embedded together in one call."""
+        passage query (see ``_passage_vector``), embedded together in one call."""
         if self.vector is not None:
             return self.vector  # the caller's own vector: no text to embed again
         embedder = get_embedder()
@@ -570,16 +574,16 @@ class _Run:
         found = documents.annotate(at=position).filter(at__gt=0)
         return sorted(set(found.values_list("title", flat=True)))
 
-    def _leaf_vector(self, selected: Sequence[int], titles: Mapping[int, str]) -> np.ndarray | None:
-        """The vector the leaves of the selected documents are ranked by, when it differs from
-        the query's own.
+    def _passage_vector(self, selected: Sequence[int], titles: Mapping[int, str]) -> np.ndarray | None:
+        """The vector that ranks the nodes of the selected documents, when it differs from the
+        query's own.
 
         A query often names its document ("… (Reseller Agreement between McDATA and RESELLER)",
         "… did Acme Government Solutions pay"): that routed it, and inside the document the name
-        only pulls towards the passages that repeat it. Leaves are embedded from their own text,
-        without the document's title, so they are compared with the query without the titles it
-        names (internal nodes carry the title in their toc path and keep the whole query). The
-        node level's lexical terms lose the titles' words too.
+        only pulls towards the passages that repeat it. So the node level ranks by the query
+        without the titles it names, and its lexical terms lose the titles' words too. (Ranking
+        only the leaves so, and the internal nodes, whose toc path holds the title, by the whole
+        query, did worse on CUAD at 4K and 8K: see the README's benchmark section.)
         """
         if self.passage_vector is None or not any(titles[pk] in self.named_titles for pk in selected):
             return None

@@ -31,11 +31,10 @@ from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import Case, FloatField, Value, When
+from django.db.models import FloatField, Value
 from django.db.models.functions import Coalesce
 from pgvector.django import CosineDistance
 
-from documents.ingestion.tree import LEAF
 from documents.models import Node
 from retrieval.outline import OutlineNode
 
@@ -206,33 +205,17 @@ def document_scores(hits: Sequence[NodeHit]) -> dict[int, DocumentVectorScore]:
     }
 
 
-def nodes_with_similarity(
-    *, document_ids: Sequence[int], query_vector: np.ndarray, leaf_vector: np.ndarray | None = None
-) -> list[NodeRow]:
+def nodes_with_similarity(*, document_ids: Sequence[int], query_vector: np.ndarray) -> list[NodeRow]:
     """Every node of these documents with its exact similarity to the query: one query, no N+1.
     Nodes excluded from retrieval are left out.
 
-    ``leaf_vector``, when given, is what leaves are compared with instead: a leaf is embedded
-    from its own text alone, an internal node from its toc path (which starts with the document title) and summary, so a
-    query without the document's title (``retrieval.services.passage_query``) meets the leaves
-    and the whole query meets the internal nodes, like with like.
-
     The leaf text (``content``) stays in the database: chunk text is sliced from the document.
     """
-    similarity: Any = Coalesce(
+    similarity = Coalesce(
         Value(1.0) - CosineDistance("embedding", query_vector),
         Value(0.0),
         output_field=FloatField(),
     )
-    if leaf_vector is not None:
-        leaf_similarity = Coalesce(
-            Value(1.0) - CosineDistance("embedding", leaf_vector),
-            Value(0.0),
-            output_field=FloatField(),
-        )
-        similarity = Case(
-            When(kind=LEAF, then=leaf_similarity), default=similarity, output_field=FloatField()
-        )
     rows = (
         Node.objects.filter(document_id__in=list(document_ids), excluded=False)
         .annotate(similarity=similarity)

@@ -68,7 +68,7 @@ def test_passages_are_ranked_without_the_title_the_query_names(corpus: Corpus) -
     detail, matched = run()
     with override_settings(RETRIEVAL_PASSAGE_QUERY=False):
         whole_detail, whole_matched = run()
-    # The leaves were ranked by the query without its title, whose words ("income", "tax", "law")
+    # The passages were ranked by the query without its title, whose words ("income", "tax", "law")
     # no longer match the passages that merely mention them.
     assert detail["passage_query"] == "When must the annual return be filed under the ?"
     assert "passage_query" not in whole_detail
