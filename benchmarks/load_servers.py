@@ -97,6 +97,9 @@ def worker_command() -> list[str]:
     ]
 
 
+WEB_POOL_SIZE = "20"  # docker-compose.yml's default OPENFABLE_DATABASE_POOL_SIZE
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -114,10 +117,12 @@ def servers(folder: Path, *, web_workers: int, unthrottled: str, log: Log) -> It
             ("worker", worker_command()),
             ("web", web_command(port=port, workers=web_workers)),
         ):
+            # As docker-compose.yml runs them: the web workers draw connections from a pool.
+            pool = {"OPENFABLE_DATABASE_POOL_SIZE": WEB_POOL_SIZE} if name == "web" else {}
             process = subprocess.Popen(
                 command,
                 cwd=settings.BASE_DIR,
-                env=environment,
+                env=environment | pool,
                 start_new_session=True,  # the stop takes its children (web workers, pool) too
                 stdout=(folder / f"{name}.log").open("wb"),
                 stderr=subprocess.STDOUT,

@@ -119,6 +119,24 @@ DATABASES["default"].setdefault("TEST", {})
 # A connection that broke (the database restarted) is noticed and replaced at the next request or
 # task instead of failing every later one: long-lived processes recover by themselves.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A web worker serves many requests at once, each in a thread of its own with a connection of its
+# own: under load (200 users) that ran PostgreSQL out of connections ("too many clients already")
+# and answered 503s. A pool per process bounds it: a request waits for a free connection, up to
+# OPENFABLE_DATABASE_POOL_TIMEOUT seconds (then 503). Off (0) by default: a laptop's one user never
+# needs it, and a forking Celery worker must not share a pool across processes; the compose
+# file turns it on for the web service.
+DATABASE_POOL_SIZE = env.integer("DATABASE_POOL_SIZE", 0, minimum=0)
+if DATABASE_POOL_SIZE:
+    from psycopg_pool import ConnectionPool
+
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's pool requires it
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": DATABASE_POOL_SIZE,
+        "timeout": env.number("DATABASE_POOL_TIMEOUT", 20.0, minimum=1.0),
+        # A connection the database dropped (a restart) is replaced before a request gets it.
+        "check": ConnectionPool.check_connection,
+    }
 # Lets two test runs share one PostgreSQL server without dropping each other's test database.
 if test_database_name := os.environ.get("OPENFABLE_TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"]["NAME"] = test_database_name
