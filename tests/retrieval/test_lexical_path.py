@@ -167,7 +167,9 @@ def test_node_scores_discount_words_that_name_the_document_itself() -> None:
     )
     leaves = list(Node.objects.filter(document=document, kind="leaf").order_by("order"))
     found = lexical.node_scores(lexical.query_terms("Green Fields dividend"), document_ids=[document.pk])
-    assert found.considered == 5  # root, section, three leaves
+    assert found.considered == 4  # section, three leaves: never the root, titled as the document
+    root = Node.objects.get(document=document, depth=0)
+    assert root.pk not in found.scores
     assert found.scores[leaves[1].pk] > found.scores[leaves[0].pk]
     assert found.scores[leaves[1].pk] == max(found.scores.values())
     assert lexical.node_scores(["dividend"], document_ids=[]).scores == {}
