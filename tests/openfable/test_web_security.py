@@ -110,4 +110,8 @@ def test_with_debug_off_an_error_page_shows_no_trace_and_no_settings(settings: S
         assert all(leak in bodies for leak in ("Traceback", "internal detail", "URLconf"))
     else:
         assert not [leak for leak in leaks if leak in bodies], bodies[:2000]
+        # ... and they are the app's own pages, saying what happened and where to go next.
+        assert "<h1>Something went wrong</h1>" in crashed.content.decode()
+        assert "<h1>Not found</h1>" in missing.content.decode()
+        assert all("Back to the corpus" in page.content.decode() for page in (crashed, missing))
     assert "a-secret-that-must-never-show" not in bodies
