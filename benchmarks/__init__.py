@@ -17,6 +17,7 @@ a surface would, so what they measure is what a user gets.
 - ``load``: concurrent API and UI users (locust, ``locustfile``) against the servers of
   ``load_servers`` (gunicorn + uvicorn workers, a Celery worker ingesting meanwhile).
 - ``report``: the markdown tables and the JSON file the five write.
+- ``plot``: recall against token budget as an SVG chart, from bench-retrieval's report.
 - ``cli``: the five subcommands of the ``openfable`` command line.
 """
 

@@ -1,12 +1,13 @@
-"""The benchmark subcommands of `openfable`: `bench-ingest`, `bench-retrieval`, `bench-latency`,
-`bench-cost`.
+"""The benchmark subcommands of `openfable`: `bench-ingest`, `bench-retrieval` (and `bench-plot`,
+its chart from a saved report), `bench-latency`, `bench-load`, `bench-cost`.
 
 They print markdown tables (``--json PATH`` writes the same numbers). Registered into the
 command line from here (see ``cli.management.commands.openfable.SUBCOMMAND_MODULES``). The
-handlers only parse, call ``benchmarks.ingest`` / ``retrieval`` / ``latency`` / ``cost`` and render through
-``benchmarks.report``; a mistake the user can fix raises ``BenchInputError``, which the command
-line prints as ``{"error": ...}`` with exit status 1. The benchmark modules are imported when a
-benchmark runs, not when the command line starts.
+handlers only parse, call ``benchmarks.ingest`` / ``retrieval`` / ``latency`` / ``cost`` and render
+through ``benchmarks.report`` (tables) or ``benchmarks.plot`` (the SVG chart); a mistake the user
+can fix raises ``BenchInputError``, which the command line prints as ``{"error": ...}`` with exit
+status 1. The benchmark modules are imported when a benchmark runs, not when the command line
+starts.
 """
 
 from __future__ import annotations
@@ -52,7 +53,20 @@ def register(subparsers: Any) -> None:
         "--keep", action="store_true", help="keep the throw-away collection (its slug is printed)"
     )
     bench.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
+    bench.add_argument(
+        "--plot", dest="plot_path", type=Path, help="also draw recall against budget here (SVG)"
+    )
     bench.set_defaults(handler=_handle_bench_retrieval)
+
+    plot = subparsers.add_parser(
+        "bench-plot", help="draw recall against budget (SVG) from a bench-retrieval --json file"
+    )
+    plot.add_argument(
+        "--json", dest="json_path", required=True, type=Path, help="written by bench-retrieval --json"
+    )
+    plot.add_argument("--out", dest="plot_path", required=True, type=Path, help="the SVG to write")
+    plot.add_argument("--title", default="", help="chart title (default: dataset and query count)")
+    plot.set_defaults(handler=_handle_bench_plot)
 
     latency = subparsers.add_parser(
         "bench-latency", help="vector-mode latency on a synthetic corpus vs a bare pgvector top-K query"
@@ -204,12 +218,28 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
     )
     if options.get("json_path"):
         write_json(report, options["json_path"])
+    if options.get("plot_path"):
+        from benchmarks.plot import write_recall_chart
+
+        write_recall_chart(report, options["plot_path"])
     table = format_retrieval(report)
     if report.get("collection") and not options.get("collection"):
         table += (
             f"\nKept collection: {report['collection']} (reuse it with --collection {report['collection']})\n"
         )
     return table
+
+
+def _handle_bench_plot(options: dict[str, Any]) -> str:
+    from benchmarks.plot import read_report, recall_series, write_recall_chart
+
+    report = read_report(options["json_path"])
+    write_recall_chart(report, options["plot_path"], title=options["title"])
+    budgets, series = recall_series(report)
+    return (
+        f"Wrote {options['plot_path']}: recall of {', '.join(series)} "
+        f"at {', '.join(str(budget) for budget in budgets)} tokens\n"
+    )
 
 
 def _shared(relative: str) -> Path:
