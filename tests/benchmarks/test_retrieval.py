@@ -14,6 +14,7 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.datasets import BenchQuery
+from benchmarks.plot import recall_chart_svg
 from benchmarks.retrieval import stratified_sample
 from documents.models import Collection
 from tests.cli import run_openfable
@@ -151,9 +152,10 @@ def test_bench_retrieval_prints_tables_and_writes_every_number(tmp_path: Path, s
     again_path = tmp_path / "again.json"
     _bench(
         "--docs", str(docs), "--queries", str(queries), "--budgets", "300", "--modes", "oracle,vector",
-        "--collection", slug, "--json", str(again_path),
+        "--collection", slug, "--json", str(again_path), "--plot", str(tmp_path / "recall.svg"),
     )  # fmt: skip
     again = json.loads(again_path.read_text())
+    assert (tmp_path / "recall.svg").read_text() == recall_chart_svg(again), "--plot draws the report"
     assert again["ingestion"]["reused"] is True and again["ingestion"]["missing"] == 0
     assert list(again["results"]) == ["oracle", "vector"]
     for method in ("oracle", "vector"):
