@@ -101,6 +101,23 @@ def test_a_large_filtered_scope_over_fetches_then_falls_back(
     assert len(both.hits) == 20
 
 
+def test_a_large_share_of_the_corpus_tries_the_index_first(
+    some_noise: tuple[Document, np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    document, vectors = some_noise
+    monkeypatch.setattr(vector, "INDEX_FIRST_MIN_NODES", 100)  # the noise document's 401 nodes are "large"
+    small, _ = _flat_document(_unit(np.random.default_rng(3), 5))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE documents_node")
+    # Nearly the whole corpus: through the index, and still the exact best first.
+    large = nearest_nodes(query_vector=vectors[5], top_k=10, document_ids=[document.pk])
+    assert large.strategy == vector.HNSW_FILTERED and len(large.hits) == 10
+    assert large.hits[0].similarity == pytest.approx(1.0, abs=1e-5)
+    # A small share (6 of about 407 nodes): the exact scan, however many nodes counts as large.
+    monkeypatch.setattr(vector, "INDEX_FIRST_MIN_NODES", 0)
+    assert nearest_nodes(query_vector=vectors[5], top_k=10, document_ids=[small.pk]).strategy == vector.EXACT
+
+
 def test_a_beam_spent_on_dead_tuples_never_returns_short(monkeypatch: pytest.MonkeyPatch) -> None:
     # Replaced nodes stay in the HNSW graph until VACUUM: an ef_search beam of 40 can be mostly
     # dead rows. The search widens the beam, then scans exactly, rather than return fewer than K.
