@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import connection
 
 from openfable.errors import ServiceUnavailableError
+from openfable.runner import worker_command
 
 Log = Callable[[str], None]
 READY_TIMEOUT_SECONDS = 240.0  # two web workers and a Celery worker importing Django on a busy machine
@@ -79,22 +80,6 @@ def web_command(*, port: int, workers: int) -> list[str]:
         "--graceful-timeout", "10",
         "--keep-alive", "5",
     ]  # fmt: skip
-
-
-def worker_command() -> list[str]:
-    """docker-compose.yml's worker command."""
-    return [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "openfable",
-        "worker",
-        "--loglevel",
-        "INFO",
-        "--concurrency",
-        "2",
-    ]
 
 
 WEB_POOL_SIZE = "20"  # docker-compose.yml's default OPENFABLE_DATABASE_POOL_SIZE

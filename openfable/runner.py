@@ -44,18 +44,7 @@ def main() -> int:
     python = sys.executable
     commands = {
         "web server": _web_server_command(python, host=host, port=port),
-        "worker": [
-            python,
-            "-m",
-            "celery",
-            "-A",
-            "openfable",
-            "worker",
-            "--loglevel",
-            "INFO",
-            "--concurrency",
-            "2",
-        ],
+        "worker": worker_command(python),
     }
     children = {name: _start(name, command) for name, command in commands.items()}
     restarts: dict[str, list[float]] = {name: [] for name in commands}
@@ -117,6 +106,11 @@ def _start(name: str, command: list[str]) -> subprocess.Popen[bytes]:
     child = subprocess.Popen(command)
     print(f"Started the {name} (pid {child.pid}).", flush=True)
     return child
+
+
+def worker_command(python: str = sys.executable) -> list[str]:
+    """The Celery worker, as docker-compose.yml's worker service runs it."""
+    return [python, "-m", "celery", "-A", "openfable", "worker", "--loglevel", "INFO", "--concurrency", "2"]
 
 
 def _web_server_command(python: str, *, host: str, port: str) -> list[str]:

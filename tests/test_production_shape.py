@@ -21,9 +21,7 @@ import os
 import re
 import secrets
 import shlex
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +36,7 @@ import yaml
 from django.conf import settings
 
 from tests.conftest import REPO_ROOT
+from tests.faults.processes import free_port, redis_server
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
@@ -95,20 +94,6 @@ def _dockerfile_environment() -> dict[str, str]:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def _wait(condition: Callable[[], bool], timeout: float, what: str, logs: Sequence[Path] = ()) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -138,21 +123,8 @@ def private_database() -> Iterator[str]:
 
 @pytest.fixture
 def redis_url(tmp_path: Path) -> Iterator[str]:
-    if shutil.which("redis-server") is None:
-        pytest.fail("redis-server is missing: `make test` installs it (scripts/system-deps.sh)")
-    port = _free_port()
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait(lambda: _answers(port), timeout=20, what="redis-server to listen")
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
+    with redis_server(tmp_path) as url:
+        yield url
 
 
 class _Processes:
@@ -216,7 +188,7 @@ def test_the_compose_services_serve_upload_index_and_query_over_http(
 ) -> None:
     started_at = time.monotonic()
     services = _compose_services()
-    port = _free_port()
+    port = free_port()
     data_dir = tmp_path / "var"
     places = {"database_url": private_database, "broker_url": redis_url, "data_dir": data_dir}
     migrate_environment, web_environment, worker_environment = (

@@ -16,8 +16,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from benchmarks.load import error_counts, summarise
-from benchmarks.load_servers import web_command, worker_command
+from benchmarks.load_servers import web_command
 from documents.models import Collection
+from openfable.runner import worker_command
 from tests.conftest import REPO_ROOT
 
 DOCUMENTS = [

@@ -4,13 +4,17 @@ condition, the environment a child process of the app runs with, a private Postg
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO_ROOT
 
@@ -37,6 +41,26 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@contextmanager
+def redis_server(folder: Path) -> Iterator[str]:
+    """Debian's redis-server on a free port, without persistence; yields its URL, stopped after."""
+    if shutil.which("redis-server") is None:
+        pytest.fail("redis-server is missing: `make test` installs it (scripts/system-deps.sh)")
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: answers(port), timeout=20, what="redis-server to listen")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
 
 
 def app_environment(**openfable: str) -> dict[str, str]:

@@ -8,11 +8,11 @@ staying "indexing" forever. Real processes, real brokers, the test database."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ from documents.services.jobs import job_run_now
 from openfable.celery import app as celery_app
 from tests.conftest import REPO_ROOT
 from tests.factories import CollectionFactory
-from tests.faults.processes import answers, free_port, wait_for
+from tests.faults.processes import redis_server, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
@@ -42,42 +42,29 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pat
     """A broker of the test's own, shared by this process and the workers it starts: a data
     folder for the workers, and the environment that points them at the broker."""
     previous = (celery_app.conf.broker_url, celery_app.conf.broker_transport_options)
-    server: subprocess.Popen[bytes] | None = None
-    if request.param == "filesystem":
-        folders = {name: tmp_path / "broker" / name for name in ("queue", "control")}
-        for folder in folders.values():
-            folder.mkdir(parents=True)
-        celery_app.conf.broker_url = "filesystem://"
-        celery_app.conf.broker_transport_options = {
-            "data_folder_in": str(folders["queue"]),
-            "data_folder_out": str(folders["queue"]),
-            "control_folder": str(folders["control"]),
-        }
-        environment: dict[str, str] = {}  # the workers find data_dir/broker/queue by themselves
-    else:
-        if shutil.which("redis-server") is None:
-            pytest.fail("redis-server is missing: `make test` installs it (scripts/system-deps.sh)")
-        port = free_port()
-        server = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"redis://127.0.0.1:{port}/0"
-        wait_for(lambda: answers(port), timeout=20, what="redis-server to listen")
-        celery_app.conf.broker_url = url
-        celery_app.conf.broker_transport_options = {}
-        environment = {"OPENFABLE_BROKER_URL": url}
-    celery_app._after_fork()  # a producer pool made earlier points at another broker
-    try:
-        yield tmp_path, environment
-    finally:
-        celery_app.conf.broker_url, celery_app.conf.broker_transport_options = previous
-        celery_app._after_fork()
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=20)
+    with ExitStack() as stack:
+        if request.param == "filesystem":
+            folders = {name: tmp_path / "broker" / name for name in ("queue", "control")}
+            for folder in folders.values():
+                folder.mkdir(parents=True)
+            celery_app.conf.broker_url = "filesystem://"
+            celery_app.conf.broker_transport_options = {
+                "data_folder_in": str(folders["queue"]),
+                "data_folder_out": str(folders["queue"]),
+                "control_folder": str(folders["control"]),
+            }
+            environment: dict[str, str] = {}  # the workers find data_dir/broker/queue by themselves
+        else:
+            url = stack.enter_context(redis_server(tmp_path))
+            celery_app.conf.broker_url = url
+            celery_app.conf.broker_transport_options = {}
+            environment = {"OPENFABLE_BROKER_URL": url}
+        celery_app._after_fork()  # a producer pool made earlier points at another broker
+        try:
+            yield tmp_path, environment
+        finally:
+            celery_app.conf.broker_url, celery_app.conf.broker_transport_options = previous
+            celery_app._after_fork()
 
 
 def _start_worker(data_dir: Path, environment: dict[str, str], log: str) -> subprocess.Popen[bytes]:
