@@ -82,6 +82,16 @@ def register(subparsers: Any) -> None:
     )
     latency.add_argument("--keep", action="store_true", help="keep the synthetic collection")
     latency.add_argument("--collection", default="", help="reuse a synthetic collection made with --keep")
+    latency.add_argument(
+        "--dataset",
+        dest="datasets",
+        action="append",
+        nargs="+",
+        metavar="PATH",
+        help="DOCS QUERIES [COLLECTION]: time real queries on this ingested corpus instead of a synthetic "
+        "one (repeatable: every dataset stays loaded, each query filtered to its own collection; "
+        "without COLLECTION the documents are ingested now and kept)",
+    )
     latency.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
     latency.set_defaults(handler=_handle_bench_latency)
 
@@ -311,6 +321,8 @@ def _handle_bench_latency(options: dict[str, Any]) -> str:
     from benchmarks.latency import bench_latency
     from benchmarks.report import format_latency, write_json
 
+    if options.get("datasets"):
+        return _bench_corpus_latency(options)
     if options["nodes"] < 10 or options["nodes_per_document"] < 8:
         raise BenchInputError("--nodes must be at least 10 and --nodes-per-document at least 8")
     if options["queries"] < 1:
@@ -328,6 +340,27 @@ def _handle_bench_latency(options: dict[str, Any]) -> str:
     if options.get("json_path"):
         write_json(report, options["json_path"])
     return format_latency(report)
+
+
+def _bench_corpus_latency(options: dict[str, Any]) -> str:
+    from benchmarks.corpus_latency import Dataset, bench_corpus_latency
+    from benchmarks.report import format_corpus_latency, write_json
+
+    datasets = []
+    for values in options["datasets"]:
+        if len(values) not in (2, 3):
+            raise BenchInputError(
+                f"--dataset takes DOCS QUERIES [COLLECTION], got {len(values)} value(s): {' '.join(values)}"
+            )
+        docs, queries = Path(values[0]), Path(values[1])
+        _check_files("dataset", [docs, queries])
+        datasets.append(Dataset(docs, queries, values[2] if len(values) == 3 else ""))
+    if options["queries"] < 1:
+        raise BenchInputError("--queries must be at least 1")
+    report = bench_corpus_latency(datasets, queries=options["queries"], budget=options["budget"], log=_log)
+    if options.get("json_path"):
+        write_json(report, options["json_path"])
+    return format_corpus_latency(report)
 
 
 def _handle_bench_cost(options: dict[str, Any]) -> str:

@@ -14,6 +14,9 @@ timed rounds, each with a query vector near a random document:
 - ``vector`` mode through ``retrieval.services.retrieve`` (no cache): its own server-side
   ``timings_ms`` (no embedding stage: the query vector is handed in as ``query_embedding``; the
   query text, words of a random leaf, feeds the lexical path) and the wall time of the call;
+- the real embedding of that query text by the configured embedder, timed just before the call
+  (synthetic vectors are not in the model's space, so the search cannot use it): added to the
+  server time, it is what a query costs with its embedding;
 - the bare pgvector top-K: ``SELECT id FROM documents_node ORDER BY embedding <=> q LIMIT K``, at
   the ``hnsw.ef_search`` the engine's vector path uses and at pgvector's default (40). This raw
   query is the benchmark's own yardstick, the least any engine over this table could do.
@@ -46,6 +49,7 @@ from documents.models import Collection, Document
 from documents.selectors import collection_get, document_list, document_nodes
 from documents.services.documents import collection_create, collection_delete, document_create
 from documents.services.trees import document_tree_replace
+from openfable.embeddings import get_embedder
 from openfable.errors import NotFoundError
 from openfable.tokens import count_tokens
 from retrieval import services
@@ -60,6 +64,7 @@ SYNTHETIC_MODEL = "synthetic"  # the embedding model recorded on the synthetic d
 HNSW_INDEX = "node_embedding_hnsw"
 PGVECTOR_DEFAULT_EF_SEARCH = 40
 TARGET_P50_MS = 50.0
+TARGET_WITH_EMBEDDING_P50_MS = 60.0  # the query text's real embedding added
 
 
 # -- the synthetic tree shape --------------------------------------------------------------------
@@ -393,19 +398,32 @@ def _time_queries(vectors: np.ndarray, texts: list[str], *, budget: int, say: Lo
             ids = [row[0] for row in cursor.fetchall()]
         return (time.perf_counter() - tick) * 1000, ids
 
+    embedder = get_embedder()
+
+    def embed(text: str) -> float:
+        # The real embedding of the query text, timed; the search itself uses the synthetic vector.
+        tick = time.perf_counter()
+        embedder.embed_query(text)
+        return (time.perf_counter() - tick) * 1000
+
     wall: list[float] = []
+    with_embedding: list[float] = []
+    embeddings: list[float] = []
     stages: dict[str, list[float]] = defaultdict(list)
     bare: list[float] = []
     bare_default: list[float] = []
     strategies: dict[str, int] = defaultdict(int)
     for vector, text in list(zip(vectors, texts, strict=True))[:5]:  # warm caches and the connection
+        embed(text)
         run_vector(vector, text)
         run_bare(vector_paths.vector_literal(vector), ef_search)
     say(f"timing {len(vectors)} queries")
     for vector, text in zip(vectors, texts, strict=True):
         literal = vector_paths.vector_literal(vector)
+        embeddings.append(embed(text))
         ms, result = run_vector(vector, text)
         wall.append(ms)
+        with_embedding.append(float(dict(result.timings_ms).get("total", ms)) + embeddings[-1])
         for stage, value in dict(result.timings_ms).items():
             stages[stage].append(float(value))
         path = result.path("vector")
@@ -432,6 +450,8 @@ def _time_queries(vectors: np.ndarray, texts: list[str], *, budget: int, say: Lo
         "queries": len(vectors),
         "query_words": QUERY_WORDS,
         "vector_server": summary(server),
+        "query_embedding": summary(embeddings),
+        "vector_server_with_embedding": summary(with_embedding),
         "vector_wall": summary(wall),
         "vector_stages": {stage: summary(values) for stage, values in stages.items()},
         "vector_strategy": dict(strategies),
@@ -442,4 +462,6 @@ def _time_queries(vectors: np.ndarray, texts: list[str], *, budget: int, say: Lo
         "hnsw_recall_at_k": round(float(np.mean(overlap)), 4) if overlap else None,
         "target_p50_ms": TARGET_P50_MS,
         "meets_target": server_p50 <= TARGET_P50_MS,
+        "target_with_embedding_p50_ms": TARGET_WITH_EMBEDDING_P50_MS,
+        "meets_target_with_embedding": percentile(with_embedding, 50) <= TARGET_WITH_EMBEDDING_P50_MS,
     }

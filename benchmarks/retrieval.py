@@ -186,7 +186,7 @@ def bench_retrieval(
 
     split = SentenceSplitter()
     prepared = [_prepare(query, split, contents) for query in queries]
-    collection, pk_to_doc, ingestion = _collection_for(
+    collection, pk_to_doc, ingestion = collection_for(
         records, collection_slug=collection_slug, needed=methods, say=say
     )
     report: dict[str, Any] = {
@@ -240,7 +240,7 @@ def _prepare(query: BenchQuery, split: SentenceSplitter, contents: dict[Any, str
     return PreparedQuery(query, sentences, home, frozenset(gold))
 
 
-def _collection_for(
+def collection_for(
     records: Sequence[DatasetDocument], *, collection_slug: str, needed: Sequence[str], say: Log
 ) -> tuple[Collection | None, dict[int, Any], dict[str, Any]]:
     """The collection to query (ingested now, or reused) and its document pk -> doc_id map."""

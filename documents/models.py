@@ -90,6 +90,14 @@ class Document(models.Model):
         return reverse("documents:detail", args=[self.pk])
 
 
+# Per-collection partial HNSW indexes (documents.services.collection_indexes) are named so.
+COLLECTION_INDEX_PREFIX = "node_embedding_hnsw_c"
+
+
+def collection_index_name(collection_id: int) -> str:
+    return f"{COLLECTION_INDEX_PREFIX}{int(collection_id)}"
+
+
 class Node(models.Model):
     class Kind(models.TextChoices):
         # The one set of kind names, shared with the pure tree code (documents.ingestion.tree).
@@ -99,6 +107,18 @@ class Node(models.Model):
         LEAF = tree.LEAF
 
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="nodes")
+    # The document's collection, copied by a database trigger on every insert (migration 0010),
+    # so no writer can leave it wrong: the per-collection HNSW indexes are partial indexes on it
+    # (documents.services.collection_indexes). Never set it from Python.
+    collection = models.ForeignKey(
+        Collection,
+        null=True,
+        editable=False,
+        on_delete=models.DO_NOTHING,  # the node goes with its document
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
     )

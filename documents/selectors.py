@@ -10,9 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, F, Func, OuterRef, Q, QuerySet, Subquery
 
-from documents.models import Collection, CorpusVersion, Document, IngestionJob, Node, TreeEdit
+from documents.models import (
+    Collection,
+    CorpusVersion,
+    Document,
+    IngestionJob,
+    Node,
+    TreeEdit,
+    collection_index_name,
+)
 from openfable.errors import NotFoundError
 
 
@@ -300,3 +309,23 @@ def document_review_rows(*, document: Document) -> list[dict[str, Any]]:
         )
     )
     return [dict(row) for row in rows]
+
+
+def collection_index_state(collection_id: int) -> str:
+    """The state of the collection's own HNSW index (``documents.services.collection_indexes``):
+    'valid', 'invalid' (PostgreSQL's mark while a concurrent build runs, or after one failed) or
+    'missing'."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
+            [collection_index_name(collection_id)],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return "missing"
+    return "valid" if row[0] else "invalid"
+
+
+def collection_index_ready(collection_id: int) -> bool:
+    """Whether a query filtered to the collection can use its own HNSW index."""
+    return collection_index_state(collection_id) == "valid"

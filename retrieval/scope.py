@@ -26,6 +26,8 @@ class Scope:
     document_ids: list[int] | None  # None: the whole corpus
     filters: dict[str, Any]  # normalised, echoed in the result and part of the cache key
     visibility: str  # "all", "public" or "user:<id>"
+    collection_id: int | None = None  # the one collection the documents lie in, when filtered to it
+    whole_collection: bool = False  # they are all of its documents (no documents or tags filter)
 
 
 def _visible_collections(user: Any) -> tuple[QuerySet[Collection] | None, str]:
@@ -51,10 +53,12 @@ def resolve_scope(
     )
     selected = visible
     filters: dict[str, Any] = {}
+    collection_id: int | None = None
     if collection is not None and collection != "":
         found = _find_collection(collection, user)
         selected = selected.filter(collection=found)
         filters["collection"] = found.slug
+        collection_id = found.pk
     if isinstance(documents, str | int):
         documents = [documents]  # one id given bare
     if isinstance(tags, str):
@@ -96,7 +100,14 @@ def resolve_scope(
         raise RetrievalInputError(
             f"No document matches all the filters together ({described}). Loosen one of them."
         )
-    return Scope(document_ids=ids, filters=filters, visibility=visibility)
+    return Scope(
+        document_ids=ids,
+        filters=filters,
+        visibility=visibility,
+        collection_id=collection_id,
+        # A visible collection is visible whole: the filter alone keeps every one of its documents.
+        whole_collection=collection_id is not None and set(filters) == {"collection"},
+    )
 
 
 def _find_collection(value: str | int, user: Any) -> Collection:

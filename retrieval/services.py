@@ -31,6 +31,7 @@ import dataclasses
 import re
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,7 @@ from django.db.models.functions import Lower
 
 from documents.models import Document, Node
 from documents.selectors import corpus_version
-from openfable.embeddings import embed_queries, get_embedder
+from openfable.embeddings import get_embedder
 from openfable.llm import LLMClient, LLMUsage, llm_configured
 from openfable.tokens import count_tokens
 from retrieval import cache
@@ -78,6 +79,8 @@ LEXICAL_TOP_DOCUMENTS = 20  # the lexical path's best documents that enter fusio
 # The node level ranks by (the query without the titles it names) + this share of the whole query:
 # 0.5 kept CUAD's gain and DragonBall's Summary questions (0: -2.8 points at 500 tokens).
 PASSAGE_QUERY_KEEP = 0.5
+# Query embeddings run here, beside the query's database work (see _Run._start_embedding).
+_EMBEDDING_THREADS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="query-embedding")
 
 
 def document_path_weights() -> dict[str, float]:
@@ -278,7 +281,8 @@ class _Run:
     terms: list[str] = field(default_factory=list)  # the query's full-text search terms
     named_titles: list[str] = field(default_factory=list)  # titles in scope the query contains
     passage_text: str = ""  # the query without them (``passage_query``), when that differs
-    passage_vector: np.ndarray | None = None  # its embedding
+    query_future: Future[np.ndarray] | None = None  # the query's embedding, being computed
+    passage_future: Future[np.ndarray] | None = None  # the passage query's
     lap: float = 0.0
 
     def execute(self, version: int) -> RetrievalResult:
@@ -291,21 +295,26 @@ class _Run:
                 self.paths[name] = PathReport(name, ran=False, reason=reason)
             if self.mode == "llm":
                 self.notes.append("llm mode without a configured LLM: the vector paths answered instead.")
-        vector = self._embed()
+        self._start_embedding()
+        lexical_scores = self._lexical_documents()  # while the query is embedded
+        self.end_stage("lexical")
+        vector = self._query_vector()
         self.end_stage("embed")
         top_k = settings.RETRIEVAL_TOP_K
         search = vector_paths.nearest_nodes(
-            query_vector=vector, top_k=top_k, document_ids=self.scope.document_ids
+            query_vector=vector,
+            top_k=top_k,
+            document_ids=self.scope.document_ids,
+            collection_id=self.scope.collection_id,
+            whole_collection=self.scope.whole_collection,
         )
         vector_scores = vector_paths.document_scores(search.hits)
         detail = {"strategy": search.strategy, "ef_search": search.ef_search, "top_k": top_k}
         self.paths[VECTOR] = PathReport(VECTOR, ran=True, candidates=len(vector_scores), detail=detail)
         self.end_stage("vector")
         retrieval_paths = {VECTOR: {pk: score.score for pk, score in vector_scores.items()}}
-        lexical_scores = self._lexical_documents()
         if lexical_scores:
             retrieval_paths[LEXICAL] = lexical_scores
-        self.end_stage("lexical")
 
         weights = document_path_weights()
         shortlist = [
@@ -363,6 +372,8 @@ class _Run:
             )
             for name in (LLM_NAVIGATE, TREE_EXPANSION):
                 self.paths.setdefault(name, PathReport(name, ran=False, reason=why))
+        if self.passage_future is not None:
+            self.passage_future.cancel()  # not needed after all (whole documents): unless started
         self.lap = self.started
         self.end_stage("total")
 
@@ -549,20 +560,27 @@ class _Run:
             self.llm_cooling = True
         return True
 
-    def _embed(self) -> np.ndarray:
-        """The query's vector and, when the query names documents in scope, the vector of the
-        passage query (see ``_passage_vector``), embedded together in one call."""
+    def _start_embedding(self) -> None:
+        """Start embedding the query and, when it names documents in scope, its passage query
+        (see ``_passage_vector``) in the background: the document-level lexical path runs in
+        the database meanwhile, and the passage vector is first needed at the node level. The
+        model runs outside the GIL (or waits on HTTP), so the work overlaps."""
         if self.vector is not None:
-            return self.vector  # the caller's own vector: no text to embed again
+            return  # the caller's own vector: no text to embed
         embedder = get_embedder()
+        self.query_future = _EMBEDDING_THREADS.submit(embedder.embed_query, self.query)
         if settings.RETRIEVAL_PASSAGE_QUERY:
             self.named_titles = self._titles_named()
             rest = passage_query(self.query, self.named_titles)
             if rest != self.query:
-                vector, self.passage_vector = embed_queries(embedder, [self.query, rest])
                 self.passage_text = rest
-                return vector
-        return embedder.embed_query(self.query)
+                self.passage_future = _EMBEDDING_THREADS.submit(embedder.embed_query, rest)
+
+    def _query_vector(self) -> np.ndarray:
+        if self.vector is None:
+            assert self.query_future is not None, "_start_embedding() runs first"
+            self.vector = self.query_future.result()
+        return self.vector
 
     def _titles_named(self) -> list[str]:
         """Titles of the documents in scope that the query contains (any case): one scan of
@@ -591,13 +609,14 @@ class _Run:
         points on DragonBall's Summary questions at 500 tokens; ranking only the leaves so, the
         internal nodes by the whole query, lost 2.6 on CUAD at 4K.)
         """
-        if self.passage_vector is None or not any(titles[pk] in self.named_titles for pk in selected):
+        if self.passage_future is None or not any(titles[pk] in self.named_titles for pk in selected):
             return None
+        passage_vector = self.passage_future.result()
         if self.terms:
             self.terms = lexical_paths.query_terms(self.passage_text) or self.terms
         # Half of the whole query stays in: questions about the document as a whole ("summarise
         # Acme's year") still lean towards the sections that carry its title.
-        mixed = self.passage_vector + PASSAGE_QUERY_KEEP * vector
+        mixed = passage_vector + PASSAGE_QUERY_KEEP * vector
         return mixed / float(np.linalg.norm(mixed))
 
     def end_stage(self, stage: str) -> None:

@@ -20,6 +20,7 @@ from django.utils.text import slugify
 
 from documents.models import Collection, Document, IngestionJob
 from documents.selectors import collection_get
+from documents.services.collection_indexes import collection_index_drop
 from documents.services.trees import corpus_version_bump
 from openfable.celery import queue_task
 from openfable.errors import ConflictError, UserInputError
@@ -400,6 +401,8 @@ def collection_update(
 
 @transaction.atomic
 def collection_delete(*, collection: Collection) -> None:
-    """Delete a collection with every document, tree and job in it."""
-    Collection.objects.filter(pk=collection.pk).delete()
+    """Delete a collection with every document, tree and job in it, and its HNSW index."""
+    collection_id = collection.pk
+    Collection.objects.filter(pk=collection_id).delete()
     corpus_version_bump()
+    transaction.on_commit(lambda: collection_index_drop(collection_id))

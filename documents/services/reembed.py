@@ -31,6 +31,7 @@ from django.db.models import Index
 
 from documents.ingestion.pipeline import embedding_text
 from documents.models import Document, Node
+from documents.services.collection_indexes import collection_index_ensure, collection_indexes_drop_all
 from documents.services.trees import corpus_version_bump
 from openfable.checks import stored_embedding_dimensions
 from openfable.embeddings import Embedder, check_vectors, get_embedder
@@ -99,6 +100,8 @@ def nodes_reembed(
             # in it, e.g. by a caller's own transaction) make PostgreSQL refuse ALTER TABLE: run them now.
             _execute("SET CONSTRAINTS ALL IMMEDIATE")
             _drop_hnsw_index()
+            # The per-collection indexes too: rebuilt once over the new vectors below, not row by row.
+            rebuild = collection_indexes_drop_all()
             # USING NULL: old vectors cannot be cast to the new size, and every row is rewritten next.
             _execute(
                 f"ALTER TABLE {_table()} ALTER COLUMN embedding TYPE vector({new_dimensions}) USING NULL"
@@ -107,6 +110,8 @@ def nodes_reembed(
         if column_changed:
             # Built once over the finished column: far faster than updating the graph row by row.
             _create_hnsw_index()
+            for collection_id in rebuild:
+                collection_index_ensure(collection_id)
         indexed = Document.objects.filter(pk__in=Node.objects.values("document_id"))
         documents = indexed.update(embedding_model=embedder.model_name)
         corpus_version_bump()

@@ -19,6 +19,7 @@ from django.utils import timezone
 from documents.ingestion.pipeline import NodeRow
 from documents.ingestion.tree import LEAF
 from documents.models import CorpusVersion, Document, IngestionJob, Node, TreeEdit
+from documents.services.collection_indexes import collection_index_ensure
 from documents.services.edit_tree import NodeEditError
 from documents.services.history import edit_session_open, edit_session_save
 from openfable.celery import queue_task
@@ -124,6 +125,9 @@ def document_tree_replace(
             finished=timezone.now(),
         )
     corpus_version_bump()
+    # Once committed: the collection may now be large enough for its own HNSW index.
+    collection_id = document.collection_id
+    transaction.on_commit(lambda: collection_index_ensure(collection_id))
     return [saved[row.order] for row in rows]
 
 

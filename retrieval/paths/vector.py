@@ -6,6 +6,11 @@ most ``hnsw.ef_search`` rows and a WHERE clause filters *after* it, so a selecti
 starve the result. Hence:
 
 - no filter: the HNSW index, ``ef_search`` = 4·K (at least 40, at most pgvector's 1000);
+- a scope inside one collection that has its own partial index
+  (``documents.services.collection_indexes``): that index, ``ef_search`` = 4·K for the whole
+  collection (its beam holds no other collection's nodes, however large the table grows); a
+  subset of it (a documents or tags filter) is scanned exactly when small
+  (<= ``SUBSET_EXACT_MAX_NODES``), else through that index with the widest beam;
 - a filter over few nodes (<= ``EXACT_SCAN_MAX_NODES``): an exact scan restricted to those
   documents (through the ``document`` b-tree index, cheap at that size, and never starved),
   unless the scope is large and a sizeable share of the corpus (``_index_first``), which tries
@@ -38,6 +43,7 @@ from django.db.models.functions import Coalesce
 from pgvector.django import CosineDistance
 
 from documents.models import Node
+from documents.selectors import collection_index_ready
 from retrieval.outline import OutlineNode
 
 EF_SEARCH_MIN = 40  # pgvector's default: never search a thinner beam than the stock setting
@@ -52,8 +58,12 @@ EXACT_SCAN_MAX_NODES = 20_000
 INDEX_FIRST_MIN_NODES = 5_000
 INDEX_FIRST_MIN_SHARE = 0.1
 
+# A subset of an indexed collection (a documents or tags filter) this small is scanned exactly.
+SUBSET_EXACT_MAX_NODES = 5_000
+
 HNSW = "hnsw"
 HNSW_FILTERED = "hnsw_filtered"
+HNSW_COLLECTION = "hnsw_collection"  # the collection's own partial index
 EXACT = "exact"
 EXACT_FALLBACK = "exact_fallback"  # the filtered HNSW scan came back short
 
@@ -139,6 +149,18 @@ def hnsw_params(query: str, *, limit: int, document_ids: Sequence[int] | None = 
     return [query, list(document_ids), query, limit]
 
 
+def collection_hnsw_sql(collection_id: int, *, filtered: bool) -> str:
+    """The scan of one collection's own index. The id is written into the statement, not bound:
+    the planner matches a partial index only against a predicate it can see."""
+    table = connection.ops.quote_name(Node._meta.db_table)
+    where = "document_id = ANY(%s) AND " if filtered else ""
+    return (
+        f"SELECT id, document_id, 1 - (embedding <=> %s::vector) AS similarity FROM {table} "
+        f"WHERE collection_id = {int(collection_id)} AND {where}NOT excluded "
+        "ORDER BY embedding <=> %s::vector LIMIT %s"
+    )
+
+
 def exact_sql(*, filtered: bool = True) -> str:
     """Exact top-K (within some documents): ordering by the similarity expression, not the bare
     operator, keeps the planner off the HNSW index, so nothing can starve the scan."""
@@ -151,33 +173,71 @@ def exact_sql(*, filtered: bool = True) -> str:
 
 
 def nearest_nodes(
-    *, query_vector: np.ndarray, top_k: int, document_ids: Sequence[int] | None = None
+    *,
+    query_vector: np.ndarray,
+    top_k: int,
+    document_ids: Sequence[int] | None = None,
+    collection_id: int | None = None,
+    whole_collection: bool = False,
 ) -> VectorSearch:
-    """The ``top_k`` nodes nearest the query, optionally within some documents."""
+    """The ``top_k`` nodes nearest the query, optionally within some documents.
+
+    ``collection_id``: the one collection those documents lie in, when the caller knows it;
+    ``whole_collection``: they are all of its documents (a query filtered to the collection).
+    """
     if document_ids is not None and not document_ids:
         return VectorSearch(hits=(), strategy=EXACT, ef_search=None, fetched=0)
     query = vector_literal(query_vector)
     ids = None if document_ids is None else sorted(set(document_ids))
+    if ids is not None and collection_id is not None and collection_index_ready(collection_id):
+        # The collection's own index: its beam holds the collection's nodes only, so a beam of
+        # 4·K is enough for the whole collection however large the table grows.
+        subset_nodes = None if whole_collection else _embedded_node_count(ids)
+        if subset_nodes is not None and subset_nodes <= SUBSET_EXACT_MAX_NODES:
+            return _search(_fetch(exact_sql(), [query, ids, top_k]), top_k, EXACT, None)
+        sql = collection_hnsw_sql(collection_id, filtered=not whole_collection)
+        scan_ids = None if whole_collection else ids
+        ef_search = ef_search_for(top_k) if whole_collection else EF_SEARCH_MAX
+        return _index_search(
+            sql, hnsw_params(query, limit=top_k, document_ids=scan_ids), ef_search, HNSW_COLLECTION,
+            query=query, top_k=top_k, ids=ids, in_scope=subset_nodes,
+        )  # fmt: skip
+
     in_scope: int | None = None
     if ids is not None:
         in_scope = _embedded_node_count(ids)
         if in_scope <= EXACT_SCAN_MAX_NODES and not _index_first(in_scope):
             return _search(_fetch(exact_sql(), [query, ids, top_k]), top_k, EXACT, None)
-
     # Unfiltered: a beam of 4·K. Filtered: the filter applies to what the index returns, so
     # over-fetch the widest beam pgvector allows (such a scope is a sizeable share of the corpus).
     ef_search = ef_search_for(top_k) if ids is None else EF_SEARCH_MAX
-    sql = hnsw_sql(filtered=ids is not None)
-    strategy = HNSW if ids is None else HNSW_FILTERED
+    return _index_search(
+        hnsw_sql(filtered=ids is not None), hnsw_params(query, limit=top_k, document_ids=ids), ef_search,
+        HNSW if ids is None else HNSW_FILTERED, query=query, top_k=top_k, ids=ids, in_scope=in_scope,
+    )  # fmt: skip
+
+
+def _index_search(
+    sql: str,
+    params: list[Any],
+    ef_search: int,
+    strategy: str,
+    *,
+    query: str,
+    top_k: int,
+    ids: list[int] | None,
+    in_scope: int | None,
+) -> VectorSearch:
+    """An index scan; when it comes back short while more nodes exist, widened once, then
+    replaced by the exact scan of the scope (``ids``; None: the whole corpus)."""
     # The beam (ef_search) is the over-fetch: the index yields up to that many candidates, the
     # filter drops some, LIMIT stops at K.
-    params = hnsw_params(query, limit=top_k, document_ids=ids)
     rows = _index_scan(sql, params, ef_search)
     if len(rows) >= top_k:
         return _search(rows, top_k, strategy, ef_search)
     # Short. Often there is simply no more (a small corpus); otherwise the beam was spent on rows
     # the filter dropped, or on dead tuples (replaced nodes the index keeps until VACUUM).
-    available = in_scope if in_scope is not None else _embedded_node_count(None)
+    available = in_scope if in_scope is not None else _embedded_node_count(ids)
     if len(rows) >= available:
         return _search(rows, top_k, strategy, ef_search)
     if ef_search < EF_SEARCH_MAX:

@@ -4,6 +4,9 @@ service, real timed queries, and the cleanup."""
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,8 +15,9 @@ from django.core.management import call_command
 from django.db import connection
 
 from benchmarks import BenchInputError
+from benchmarks.corpus_latency import Dataset, bench_corpus_latency
 from benchmarks.latency import HNSW_INDEX, bench_latency, synthetic_rows, tree_template
-from benchmarks.report import format_latency
+from benchmarks.report import format_corpus_latency, format_latency
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION
 from documents.models import Collection, Document, DocumentTerm, IngestionJob, Node
 from retrieval.result import RetrievalInputError
@@ -61,14 +65,17 @@ def test_bench_latency_times_vector_mode_and_the_bare_index_then_deletes_its_cor
     assert report["corpus"] == {"collection_nodes": 2000, "collection_documents": 50, "table_nodes": 2000}
     assert report["load"]["documents"] == 50 and report["load"]["write_s"] > 0
     assert report["queries"] == 8 and report["query_words"] >= 1
-    for measure in ("vector_server", "vector_wall", "bare_topk", "bare_topk_default_ef"):
+    for measure in ("vector_server", "vector_wall", "bare_topk", "bare_topk_default_ef", "query_embedding"):
         assert 0 < report[measure]["p50"] <= report[measure]["p95"]
+    # The real embedding of each query text is timed and added to the server time.
+    assert report["vector_server_with_embedding"]["p50"] > report["vector_server"]["p50"]
     assert {"vector", "lexical", "total"} <= set(report["vector_stages"])
     assert sum(report["vector_strategy"].values()) == 8
     assert report["bare_uses_hnsw"] is True, "the bare top-K must be an index scan, or it measures nothing"
     assert report["hnsw_recall_at_k"] >= 0.9, "at this size the index finds nearly the exact top-K"
     table = format_latency(report)
     assert "| vector mode, server-side (timings_ms.total) |" in table and "bare pgvector top-K" in table
+    assert "| vector mode, server-side + the query text's real embedding |" in table
     assert report["collection"] is None
     for model in (Collection, Document, Node, DocumentTerm, IngestionJob):
         assert not model.objects.exists(), f"{model.__name__} rows left behind"
@@ -115,3 +122,64 @@ def test_bench_latency_refuses_bad_input() -> None:
 def test_a_query_embedding_of_the_wrong_shape_is_refused() -> None:
     with pytest.raises(RetrievalInputError, match=f"must be {settings.EMBEDDING_DIMENSIONS} finite numbers"):
         retrieve(query="anything", token_budget=500, query_embedding=np.zeros(3))
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)  # committed, as a server sees it; the index builds after commit
+def test_bench_latency_on_ingested_corpora_times_each_collection_with_every_other_loaded(
+    tmp_path: Path, settings: Any
+) -> None:
+    settings.DATA_DIR = tmp_path / "data"  # the passage cache goes here
+    settings.RETRIEVAL_COLLECTION_INDEX_MIN_NODES = 2  # the tiny collections get their own index
+    first = _dataset(tmp_path, "first", ["Copper mining in Chile", "Cardiology wards"])
+    second = _dataset(tmp_path, "second", ["Wind farms at sea", "Grain harvests"])
+    kept = bench_corpus_latency([Dataset(*first)], queries=2, budget=200)  # ingests it
+    slug = kept["datasets"][0]["collection"]
+    report = bench_corpus_latency([Dataset(*first, slug), Dataset(*second)], queries=2, budget=200)
+    entries = report["datasets"]
+    assert entries[0]["collection"] == slug, "named: reused, not ingested again"
+    assert Collection.objects.count() == 2 and report["loaded"]["collections"] == 2
+    for entry in entries:
+        assert entry["queries"] == 2 and entry["documents"] == 2
+        assert 0 < entry["server"]["p50"] <= entry["server"]["p95"]
+        assert {"embed", "vector", "lexical", "total"} <= set(entry["stages"]), "the embedding is a stage"
+        assert entry["stages"]["embed"]["p50"] > 0
+        assert entry["strategy"] == {"hnsw_collection": 2}, "each query filtered to its collection's index"
+        assert entry["collection_index"] in {"used", "not used by the plan"}
+    table = format_corpus_latency(report)
+    assert "2 collections loaded" in table and f"| {slug} |" in table and "| embed |" in table
+
+
+def _dataset(tmp_path: Path, name: str, topics: list[str]) -> tuple[Path, Path]:
+    docs, queries = tmp_path / f"{name}-docs.jsonl", tmp_path / f"{name}-queries.jsonl"
+    records = [
+        {
+            "doc_id": f"{name}-{number}",
+            "company_name": topic,
+            "content": f"{topic}.\n\n" + " ".join(f"{topic} fact number {n} is recorded." for n in range(12)),
+        }
+        for number, topic in enumerate(topics)
+    ]
+    docs.write_text("".join(json.dumps(record) + "\n" for record in records))
+    asked = [
+        {
+            "query": {"query_id": number, "query_type": "Factual", "content": f"What about {topic}?"},
+            "ground_truth": {
+                "doc_ids": [record["doc_id"]],
+                "references": [f"{topic} fact number 3 is recorded."],
+            },
+        }
+        for number, (topic, record) in enumerate(zip(topics, records, strict=True))
+    ]
+    queries.write_text("".join(json.dumps(record) + "\n" for record in asked))
+    return docs, queries
+
+
+@pytest.mark.django_db
+def test_bench_latency_on_corpora_refuses_bad_input(tmp_path: Path) -> None:
+    code, result = run_openfable("bench-latency", "--dataset", "only-one.jsonl")
+    assert code == 1 and "--dataset takes DOCS QUERIES [COLLECTION], got 1 value(s)" in result["error"]
+    code, result = run_openfable(
+        "bench-latency", "--dataset", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
+    )
+    assert code == 1 and "no such file" in result["error"]

@@ -421,13 +421,14 @@ def test_repeat_query_is_cached_until_the_corpus_changes(corpus: Corpus) -> None
 
 def test_query_count_is_bounded(corpus: Corpus, django_assert_max_num_queries: Any) -> None:
     # Node routing, filters on: collection, scope ids, corpus version, titles the query names,
-    # node count, exact scan, query terms, lexical documents, document info, every node with its
-    # similarity, contents, lexical nodes. Nothing per node or per document.
-    with django_assert_max_num_queries(12):
+    # whether the collection has its own index, node count, exact scan, query terms, lexical
+    # documents, document info, every node with its similarity, contents, lexical nodes. Nothing
+    # per node or per document.
+    with django_assert_max_num_queries(13):
         result = retrieve(query="earth science", token_budget=100, collection="earth", use_cache=False)
     assert result.routing == "nodes" and result.chunks
     build_document(COOKING, collection=corpus.earth)  # more documents, same number of queries
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):
         retrieve(query="earth science", token_budget=100, collection="earth", use_cache=False)
 
 
