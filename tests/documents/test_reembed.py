@@ -18,6 +18,8 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from documents.ingestion.pipeline import embedding_text
 from documents.models import CorpusVersion, Document, Node
+from documents.selectors import collection_index_ready
+from documents.services.collection_indexes import collection_index_ensure
 from documents.services.documents import document_create
 from documents.services.jobs import document_index, job_claim
 from documents.services.reembed import nodes_reembed
@@ -132,6 +134,8 @@ def test_reembed_switches_the_column_to_a_new_size_and_back(
     document = indexed_document()
     count = Node.objects.count()
     assert stored_embedding_dimensions() == LOCAL_DIMENSIONS
+    settings.RETRIEVAL_COLLECTION_INDEX_MIN_NODES = 1
+    assert collection_index_ensure(document.collection_id), "the collection has its own index too"
     try:
         settings.EMBEDDING_URL = scripted_openai.base_url
         settings.EMBEDDING_MODEL = "tiny"
@@ -159,6 +163,7 @@ def test_reembed_switches_the_column_to_a_new_size_and_back(
         assert definition is not None
         assert "USING hnsw (embedding vector_cosine_ops)" in definition
         assert "m='16'" in definition and "ef_construction='64'" in definition
+        assert collection_index_ready(document.collection_id), "dropped with the column, built again"
         assert Document.objects.get(pk=document.pk).embedding_model == "tiny"
         # The resized column answers nearest-neighbour queries: a leaf is nearest to itself.
         leaf = Node.objects.filter(kind="leaf").order_by("order").last()
@@ -174,7 +179,7 @@ def test_reembed_switches_the_column_to_a_new_size_and_back(
     assert back["old_dimensions"] == 16 and back["new_dimensions"] == LOCAL_DIMENSIONS
     assert stored_embedding_dimensions() == LOCAL_DIMENSIONS
     assert all(_size(node) == LOCAL_DIMENSIONS for node in Node.objects.all())
-    assert hnsw_definition() is not None
+    assert hnsw_definition() is not None and collection_index_ready(document.collection_id)
     assert Document.objects.get(pk=document.pk).embedding_model == LOCAL_MODEL_NAME
 
 
