@@ -308,7 +308,14 @@ def generate_corpus(
             # Fresh statistics, as a real corpus of this size would have: the plans are then the real ones.
             for table in ("documents_node", "documents_document", "documents_documentterm"):
                 cursor.execute(f"ANALYZE {table}")
+            # What the table and its HNSW graph take on disk, for sizing a larger run.
+            cursor.execute(
+                "SELECT pg_total_relation_size('documents_node'), pg_relation_size(%s)", [HNSW_INDEX]
+            )
+            table_bytes, index_bytes = cursor.fetchone() or (0, 0)
         load["analyze_s"] = round(time.perf_counter() - tick, 2)
+        load["node_table_mb"] = round(table_bytes / 2**20)
+        load["hnsw_index_mb"] = round(index_bytes / 2**20)
     except BaseException:
         collection_delete(collection=collection)
         raise

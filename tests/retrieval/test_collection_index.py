@@ -3,6 +3,8 @@ swap, the vector path's use of them, and their removal with the collection."""
 
 from __future__ import annotations
 
+import importlib
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -160,3 +162,31 @@ def test_deleting_the_collection_drops_its_index(django_capture_on_commit_callba
     with django_capture_on_commit_callbacks(execute=True):
         collection_delete(collection=collection)
     assert collection_index_state(collection.pk) == "missing"
+
+
+@pytest.mark.django_db(transaction=True)  # the migration builds CONCURRENTLY, outside any transaction
+def test_the_migration_builds_the_indexes_the_service_would(settings: Any) -> None:
+    migration = importlib.import_module("documents.migrations.0011_collection_indexes")
+    settings.RETRIEVAL_COLLECTION_INDEX_MIN_NODES = 1_000_000  # no index from the tree swaps
+    large, small = CollectionFactory.create(), CollectionFactory.create()
+    _document(large, _unit(14, 6))
+    _document(small, _unit(15, 2))
+    settings.RETRIEVAL_COLLECTION_INDEX_MIN_NODES = 5
+    try:
+        migration.build(None, SimpleNamespace(connection=connection))
+        assert collection_index_ready(large.pk) and collection_index_state(small.pk) == "missing"
+        built = _definition(large.pk)
+        collection_index_drop(large.pk)
+        assert collection_index_ensure(large.pk)
+        assert _definition(large.pk) == built, "the migration's frozen definition is the service's"
+    finally:
+        collection_index_drop(large.pk)
+
+
+def _definition(collection_id: int) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = %s", [collection_index_name(collection_id)]
+        )
+        row = cursor.fetchone()
+    return str(row[0]) if row else ""
