@@ -216,6 +216,11 @@ RETRIEVAL_LEXICAL_NODE_SHARE = env.number("RETRIEVAL_LEXICAL_NODE_SHARE", 0.15, 
 # titles ("... (Reseller Agreement between X and Y)"): the title routed it and only pulls towards
 # the passages repeating it. false: the whole query ranks passages (the benchmark's ablation).
 RETRIEVAL_PASSAGE_QUERY = env.boolean("RETRIEVAL_PASSAGE_QUERY", True)
+# Names in the query (capitalised words) that fewer than this share of the documents in scope
+# contain weigh that fraction of it in node-level BM25: they routed the query, and inside its
+# documents they only pull towards the heading and the passages naming the parties
+# (retrieval.paths.lexical.name_weights). 0: every term weighs fully (the benchmark's ablation).
+RETRIEVAL_NAME_DOCUMENT_SHARE = env.number("RETRIEVAL_NAME_DOCUMENT_SHARE", 0.75, minimum=0.0, maximum=1.0)
 TOKEN_BUDGET_MIN = env.integer("TOKEN_BUDGET_MIN", 100, minimum=1)
 TOKEN_BUDGET_MAX = env.integer("TOKEN_BUDGET_MAX", 32000, minimum=1)
 TOKEN_BUDGET_DEFAULT = env.integer("TOKEN_BUDGET_DEFAULT", 2000, minimum=1)
