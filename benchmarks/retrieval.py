@@ -15,7 +15,8 @@ ingestion, or else through their content). Then, per budget:
 - ``vector`` (and ``bipath``, ``llm`` with an LLM configured): ``retrieval.services.retrieve``
   over the collection, without the query cache; the ablations that show what a part adds:
   ``vector-no-lexical`` (vector mode with the lexical path turned off), ``vector-whole-query``
-  (passages ranked by the whole query, the titles of the documents it names included).
+  (passages ranked by the whole query, the titles of the documents it names included),
+  ``vector-full-names`` (the query's names weigh fully in node-level BM25).
 
 Recall and EIR are RAGEval's (see ``metrics``). Queries without references are skipped and
 counted. Beside them: "right document found" (share of the query's gold documents from which at
@@ -71,6 +72,8 @@ ENGINE_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "vector-no-lexical": ("vector", NO_LEXICAL),
     # Passages ranked by the whole query, the titles of the documents it names included.
     "vector-whole-query": ("vector", {"RETRIEVAL_PASSAGE_QUERY": False}),
+    # Names in the query weigh fully in node-level BM25 (see retrieval.paths.lexical.name_weights).
+    "vector-full-names": ("vector", {"RETRIEVAL_NAME_DOCUMENT_SHARE": 0.0}),
     "vector": ("vector", {}),
     "bipath": ("bipath", {}),
     "llm": ("llm", {}),

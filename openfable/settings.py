@@ -219,6 +219,11 @@ RETRIEVAL_PASSAGE_QUERY = env.boolean("RETRIEVAL_PASSAGE_QUERY", True)
 # A collection with this many embedded nodes gets its own (partial) HNSW index: a query filtered
 # to it then scans that index instead of every node of the collection (retrieval.paths.vector).
 RETRIEVAL_COLLECTION_INDEX_MIN_NODES = env.integer("RETRIEVAL_COLLECTION_INDEX_MIN_NODES", 2000, minimum=1)
+# Names in the query (capitalised words) that fewer than this share of the documents in scope
+# contain weigh that fraction of it in node-level BM25: they routed the query, and inside its
+# documents they only pull towards the heading and the passages naming the parties
+# (retrieval.paths.lexical.name_weights). 0: every term weighs fully (the benchmark's ablation).
+RETRIEVAL_NAME_DOCUMENT_SHARE = env.number("RETRIEVAL_NAME_DOCUMENT_SHARE", 0.75, minimum=0.0, maximum=1.0)
 TOKEN_BUDGET_MIN = env.integer("TOKEN_BUDGET_MIN", 100, minimum=1)
 TOKEN_BUDGET_MAX = env.integer("TOKEN_BUDGET_MAX", 32000, minimum=1)
 TOKEN_BUDGET_DEFAULT = env.integer("TOKEN_BUDGET_DEFAULT", 2000, minimum=1)

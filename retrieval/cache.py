@@ -50,6 +50,7 @@ def settings_fingerprint(*, uses_llm: bool) -> dict[str, Any]:
             "RETRIEVAL_LEXICAL_WEIGHT",
             "RETRIEVAL_LEXICAL_NODE_SHARE",
             "RETRIEVAL_PASSAGE_QUERY",
+            "RETRIEVAL_NAME_DOCUMENT_SHARE",
             "EMBEDDING_URL",
             "EMBEDDING_MODEL",
             "EMBEDDING_DIMENSIONS",

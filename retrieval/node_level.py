@@ -52,6 +52,7 @@ class NodeLevelRun(Protocol):
     notes: list[str]
     llm_down: str
     terms: list[str]
+    term_weights: dict[str, float]
 
     def end_stage(self, stage: str) -> None: ...
 
@@ -120,7 +121,9 @@ def node_level_chunks(
         )
         share = settings.RETRIEVAL_LEXICAL_NODE_SHARE
         if share > 0 and run.terms:
-            lexical = lexical_paths.node_scores(run.terms, document_ids=selected).scores
+            lexical = lexical_paths.node_scores(
+                run.terms, document_ids=selected, term_weights=run.term_weights
+            ).scores
             report = run.paths[LEXICAL]
             detail = {**report.detail, "nodes_matched": len(lexical)}
             run.paths[LEXICAL] = dataclasses.replace(report, detail=detail)

@@ -279,6 +279,7 @@ class _Run:
     llm_down: str = ""  # the LLM service failed: later LLM steps of this query are not tried
     llm_cooling: bool = False  # the LLM endpoint is cooling down: no LLM step of this query ran
     terms: list[str] = field(default_factory=list)  # the query's full-text search terms
+    term_weights: dict[str, float] = field(default_factory=dict)  # node level: names (lexical.name_weights)
     named_titles: list[str] = field(default_factory=list)  # titles in scope the query contains
     passage_text: str = ""  # the query without them (``passage_query``), when that differs
     query_future: Future[np.ndarray] | None = None  # the query's embedding, being computed
@@ -427,6 +428,11 @@ class _Run:
         found = lexical_paths.document_scores(self.terms, document_ids=self.scope.document_ids)
         best = sorted(found.scores.items(), key=lambda item: (-item[1], item[0]))[:LEXICAL_TOP_DOCUMENTS]
         detail["documents_in_scope"] = found.considered
+        if (share := settings.RETRIEVAL_NAME_DOCUMENT_SHARE) > 0:
+            names = lexical_paths.name_terms(self.query)
+            self.term_weights = lexical_paths.name_weights(self.terms, names, found, share=share)
+            if self.term_weights:
+                detail["name_weights"] = {term: round(w, 3) for term, w in sorted(self.term_weights.items())}
         self.paths[LEXICAL] = PathReport(LEXICAL, ran=True, candidates=len(best), detail=detail)
         return dict(best)
 

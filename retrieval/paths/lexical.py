@@ -25,14 +25,24 @@ Two levels, two notions of "document":
   own, its length the number of distinct terms in its tsvector; N and df count those nodes only.
   A word that names the selected document itself appears in many of its nodes and so weighs
   little there, while the words that single out one passage ("CEO", "dividend") weigh most.
+
+Names at the node level (``name_weights``). A name the query gives ("According to the judgment of
+Preston, Lancaster, Court, what crimes did M. Harris commit?") routed it to its document; inside
+that document the name occurs in a few passages (the heading, the parties), so BM25 ranks those
+first, whatever the question asks. A query word written with a capital (not the first word) whose
+term few documents in scope contain counts at the node level by that share:
+``weight = min(1, documents containing it / (share x documents in scope))`` with ``share`` =
+``OPENFABLE_RETRIEVAL_NAME_DOCUMENT_SHARE``. Capitalised words most documents use ("Court",
+"Company") keep their weight, and so do numbers and lower-case words.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
@@ -48,10 +58,16 @@ B = 0.75
 QUERY_TERMS_ONLY = "ts_filter(setweight(n.search, 'A', %s::text[]), '{a}')"
 
 
+# A word as the query writes it, apostrophes and inner dots kept ("O'Brien", "M.Harris").
+_WORD = re.compile(r"[^\W\d_][\w'’.]*")
+
+
 @dataclass(frozen=True, slots=True)
 class LexicalScores:
     scores: dict[int, float]  # id (document or node) -> BM25, only those matching a query term
     considered: int  # N: documents or nodes the statistics were taken over
+    # How many of those documents or nodes hold each query term (absent: none).
+    document_frequency: dict[str, int] = field(default_factory=dict)
 
 
 def query_terms(query: str) -> list[str]:
@@ -60,6 +76,37 @@ def query_terms(query: str) -> list[str]:
         cursor.execute("SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))", [SEARCH_CONFIG, query])
         (terms,) = cursor.fetchone()
     return sorted(terms or [])
+
+
+def name_terms(query: str) -> set[str]:
+    """The search terms of the query's capitalised words, its first word left out (a question
+    starts with a capital whatever it asks): the names it gives, as the index stems them."""
+    words = _WORD.findall(query)[1:]
+    names = sorted({word.strip(".") for word in words if word[0].isupper()} - {""})
+    if not names:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tsvector_to_array(to_tsvector(%s::regconfig, word)) FROM unnest(%s::text[]) AS word",
+            [SEARCH_CONFIG, names],
+        )
+        return {term for (terms,) in cursor.fetchall() for term in terms or []}
+
+
+def name_weights(
+    terms: Sequence[str], names: set[str], found: LexicalScores, *, share: float
+) -> dict[str, float]:
+    """Node-level weights of the query's ``terms`` (see the module docstring): a name term (in
+    ``names``) that fewer than ``share`` of the documents in scope hold weighs that fraction of
+    ``share``; every other term 1. ``found`` is the document-level result (N and frequencies)."""
+    if share <= 0 or found.considered <= 0:
+        return {}
+    limit = share * found.considered
+    return {
+        term: min(1.0, found.document_frequency.get(term, 0) / limit)
+        for term in terms
+        if term in names and found.document_frequency.get(term, 0) < limit
+    }
 
 
 def tsquery_any(terms: Sequence[str]) -> str:
@@ -73,12 +120,15 @@ def bm25(
     *,
     considered: int,
     average_length: float,
+    term_weights: Mapping[str, float] | None = None,
 ) -> dict[int, float]:
     """Okapi BM25 of every item in ``frequencies`` (item -> term -> frequency).
 
     Document frequencies are counted from ``frequencies`` itself, so it must hold every item of
     the ``considered`` that contains a query term (the others score 0 and may be left out).
+    ``term_weights`` scale a term's contribution (absent: 1; see ``name_weights``).
     """
+    weights = term_weights or {}
     document_frequency: dict[str, int] = defaultdict(int)
     for terms in frequencies.values():
         for term in terms:
@@ -90,7 +140,9 @@ def bm25(
     scores: dict[int, float] = {}
     for item, terms in frequencies.items():
         norm = K1 * (1 - B + B * lengths.get(item, average) / average)
-        scores[item] = sum(idf[term] * tf * (K1 + 1) / (tf + norm) for term, tf in terms.items())
+        scores[item] = sum(
+            weights.get(term, 1.0) * idf[term] * tf * (K1 + 1) / (tf + norm) for term, tf in terms.items()
+        )
     return scores
 
 
@@ -121,14 +173,16 @@ def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None)
         return _bm25_of_rows(cursor.fetchall())
 
 
-def node_scores(terms: Sequence[str], *, document_ids: Sequence[int]) -> LexicalScores:
+def node_scores(
+    terms: Sequence[str], *, document_ids: Sequence[int], term_weights: Mapping[str, float] | None = None
+) -> LexicalScores:
     """BM25 of every node of these documents, each node a BM25 document of its own (see the
     module docstring); one query. Nodes without a query term are left out (score 0), and so are
     nodes excluded from retrieval (``DocumentTerm`` counts no excluded leaf either) and the roots:
     a root's title is its document's, which the query names to route to it (the document level's
     job); scored here, it out-scored every passage and, as the best score every other is divided
     by, flattened their differences (CUAD recall at 1K fell from 61.6 to 53.2 when roots took
-    the documents' titles)."""
+    the documents' titles). ``term_weights``: see ``bm25``."""
     if not terms or not document_ids:
         return LexicalScores({}, 0)
     node_table = connection.ops.quote_name(Node._meta.db_table)
@@ -143,12 +197,15 @@ def node_scores(terms: Sequence[str], *, document_ids: Sequence[int]) -> Lexical
             f"FROM stats LEFT JOIN (nodes n CROSS JOIN LATERAL unnest({QUERY_TERMS_ONLY}) t) ON true",
             [list(document_ids), list(terms)],
         )
-        return _bm25_of_rows(cursor.fetchall())
+        return _bm25_of_rows(cursor.fetchall(), term_weights)
 
 
-def _bm25_of_rows(rows: Sequence[tuple[Any, ...]]) -> LexicalScores:
+def _bm25_of_rows(
+    rows: Sequence[tuple[Any, ...]], term_weights: Mapping[str, float] | None = None
+) -> LexicalScores:
     """BM25 from the rows both queries return: (N, mean length, id, term, frequency, length),
-    the first two the same on every row; a lone row with a NULL id means no item holds a term."""
+    the first two the same on every row; a lone row with a NULL id means no item holds a term.
+    Also how many items hold each term (``document_frequency``)."""
     considered, average_length = int(rows[0][0]), float(rows[0][1])
     frequencies: dict[int, dict[str, int]] = defaultdict(dict)
     lengths: dict[int, float] = {}
@@ -156,5 +213,11 @@ def _bm25_of_rows(rows: Sequence[tuple[Any, ...]]) -> LexicalScores:
         if item is not None:
             frequencies[item][term] = int(frequency)
             lengths[item] = float(length)
-    scores = bm25(frequencies, lengths, considered=considered, average_length=average_length)
-    return LexicalScores(scores, considered)
+    scores = bm25(
+        frequencies, lengths, considered=considered, average_length=average_length, term_weights=term_weights
+    )
+    holding: dict[str, int] = defaultdict(int)
+    for terms in frequencies.values():
+        for term in terms:
+            holding[term] += 1
+    return LexicalScores(scores, considered, dict(holding))

@@ -182,3 +182,62 @@ def test_hybrid_similarity_lifts_the_lexical_match_within_a_narrow_cosine_band()
     assert mixed[2] == pytest.approx(0.85 * 0.82 + 0.15)
     assert hybrid_similarity(cosine, {2: 6.0}, share=0.0) == cosine
     assert hybrid_similarity(cosine, {}, share=0.15) == cosine
+
+
+# -- names at the node level ----------------------------------------------------------------------
+
+
+def test_bm25_term_weights_scale_each_terms_contribution() -> None:
+    frequencies = {1: {"harris": 1}, 2: {"crime": 1}, 3: {"other": 1}}
+    lengths = {1: 10, 2: 10, 3: 10}
+    plain = lexical.bm25(frequencies, lengths, considered=3, average_length=10)
+    assert plain[1] == pytest.approx(plain[2])  # same idf, same tf: a tie
+    weighted = lexical.bm25(
+        frequencies, lengths, considered=3, average_length=10, term_weights={"harris": 0.25}
+    )
+    assert weighted[1] == pytest.approx(0.25 * plain[1])
+    assert weighted[2] == pytest.approx(plain[2]) and weighted[3] == pytest.approx(plain[3])
+
+
+def test_name_terms_are_the_capitalised_words_but_the_first() -> None:
+    names = lexical.name_terms(
+        "According to the judgment of Preston, Lancaster, Court, what did M. Harris do in 2022?"
+    )
+    assert names == {"preston", "lancast", "court", "m", "harri"}
+    assert lexical.name_terms("What crimes were committed in the city?") == set()  # "What" opens the question
+
+
+def test_name_weights_damp_rare_names_only() -> None:
+    found = lexical.LexicalScores({}, 10, {"preston": 1, "court": 9, "crime": 2})
+    weights = lexical.name_weights(["preston", "court", "crime"], {"preston", "court"}, found, share=0.5)
+    # "preston": 1 of 10 documents, under half of them: 1 / (0.5 x 10); "court": most documents,
+    # kept; "crime" is rare but not a name: kept.
+    assert weights == {"preston": pytest.approx(0.2)}
+    assert lexical.name_weights(["preston"], {"preston"}, found, share=0.0) == {}
+
+
+def test_a_damped_name_no_longer_outranks_the_passage_that_answers() -> None:
+    # The query names the court; inside its judgment, the heading repeats the name and the charge
+    # answers the question. The other judgments never name Preston.
+    judgment = _document(
+        "Judgment 1",
+        [
+            "In the Preston Court. Sitting at Preston. The Preston Court, criminal judgment.",
+            "The defendant is charged with the crime of theft of a vehicle.",
+        ],
+        section=("Judgment", "A criminal judgment."),
+    )
+    for number in (2, 3, 4):
+        _document(f"Judgment {number}", [f"In the court of town {number}. A judgment on a crime of fraud."])
+    query = "According to the judgment of the Preston Court, what crime was the defendant charged with?"
+    terms = lexical.query_terms(query)
+    heading, charge = Node.objects.filter(document=judgment, kind="leaf").order_by("order")
+    plain = lexical.node_scores(terms, document_ids=[judgment.pk]).scores
+    assert plain[heading.pk] > plain[charge.pk]  # the name, three times, wins
+
+    found = lexical.document_scores(terms, document_ids=None)
+    assert found.considered == 4 and found.document_frequency["preston"] == 1
+    weights = lexical.name_weights(terms, lexical.name_terms(query), found, share=0.75)
+    assert weights == {"preston": pytest.approx(1 / 3)}  # "court" is in every judgment: kept
+    damped = lexical.node_scores(terms, document_ids=[judgment.pk], term_weights=weights).scores
+    assert damped[charge.pk] > damped[heading.pk]

@@ -64,7 +64,9 @@ def test_both_prompts_of_a_query_fit_its_allowance_and_navigate_gets_what_select
     assert served["document_selection"] == select.detail["prompt_tokens"] <= select_prompt_cap(allowance)
     assert served["node_selection"] == navigate.detail["prompt_tokens"]
     assert select.detail["outline_omitted"] > 0 and navigate.detail["outline_omitted"] > 0, "the caps bite"
-    assert allowance - 100 <= sum(served.values()) <= allowance, "navigate used what select left"
+    # Outline entries go in whole, so what select left is filled to within one entry: how many
+    # tokens that leaves over depends on the entries' lengths (their ids' digits among them).
+    assert allowance - 300 <= sum(served.values()) <= allowance, "navigate used what select left"
 
 
 def test_a_query_too_long_for_the_allowance_skips_llmselect_without_a_request(

@@ -80,3 +80,24 @@ def test_a_query_naming_no_document_is_embedded_once(corpus: Corpus) -> None:
     result = retrieve(query="When must the annual return be filed?", token_budget=100, mode="vector")
     expansion = result.path(TREE_EXPANSION)
     assert expansion is not None and expansion.ran and "passage_query" not in expansion.detail
+
+
+@pytest.mark.django_db
+def test_names_the_query_gives_are_damped_at_the_node_level(corpus: Corpus) -> None:
+    # "Income Tax Law" is capitalised and only the tax document holds "incom" and "tax": a name
+    # that routed the query, damped in node-level BM25 unless OPENFABLE_RETRIEVAL_NAME_DOCUMENT_SHARE is 0.
+    query = "When must the annual return be filed under the Income Tax Law?"
+
+    def lexical_detail() -> Mapping[str, Any]:
+        result = retrieve(query=query, token_budget=100, mode="vector", use_cache=False)
+        assert result.routing == "nodes" and result.documents[0].document_id == corpus.tax.id
+        lexical = result.path(LEXICAL)
+        assert lexical is not None
+        return lexical.detail
+
+    detail = lexical_detail()
+    weights = detail["name_weights"]
+    assert {"incom", "tax"} <= set(weights) and all(0 <= weight < 1 for weight in weights.values())
+    assert not {"annual", "return", "file"} & set(weights)  # lower-case words weigh fully
+    with override_settings(RETRIEVAL_NAME_DOCUMENT_SHARE=0.0):
+        assert "name_weights" not in lexical_detail()
