@@ -159,6 +159,11 @@ class LocalE5Embedder:
             vector = np.asarray(self._get_model().query(text), dtype=np.float32).reshape(1, -1)
         return _normalise_rows(vector)[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            vectors = np.asarray(self._get_model().query(list(texts)), dtype=np.float32)
+        return _normalise_rows(vectors.reshape(len(texts), -1))
+
 
 # -- remote --------------------------------------------------------------------------------------
 
@@ -212,6 +217,9 @@ class RemoteEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._embed_batch([self.query_prefix + text])[0]
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed_batch([self.query_prefix + text for text in texts])
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
         litellm = import_litellm()
@@ -278,6 +286,15 @@ class RemoteEmbedder:
 def _field(item: Any, name: str) -> Any:
     # litellm gives dicts for OpenAI-compatible providers and objects for some others.
     return item[name] if isinstance(item, dict) else getattr(item, name)
+
+
+def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """Several queries in one call when the embedder takes a batch (the local model and the
+    endpoint do: two short queries cost about what one does), else one by one."""
+    batch = getattr(embedder, "embed_queries", None)
+    if batch is not None:
+        return np.asarray(batch(texts), dtype=np.float32)
+    return np.stack([embedder.embed_query(text) for text in texts])
 
 
 # -- factory -------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from django.db.models.functions import Lower
 
 from documents.models import Document, Node
 from documents.selectors import corpus_version
-from openfable.embeddings import get_embedder
+from openfable.embeddings import embed_queries, get_embedder
 from openfable.llm import LLMClient, LLMUsage, llm_configured
 from openfable.tokens import count_tokens
 from retrieval import cache
@@ -282,8 +282,8 @@ class _Run:
     term_weights: dict[str, float] = field(default_factory=dict)  # node level: names (lexical.name_weights)
     named_titles: list[str] = field(default_factory=list)  # titles in scope the query contains
     passage_text: str = ""  # the query without them (``passage_query``), when that differs
-    query_future: Future[np.ndarray] | None = None  # the query's embedding, being computed
-    passage_future: Future[np.ndarray] | None = None  # the passage query's
+    embedding: Future[np.ndarray] | None = None  # the query's (and the passage query's) vectors
+    passage_vector: np.ndarray | None = None  # the passage query's embedding
     lap: float = 0.0
 
     def execute(self, version: int) -> RetrievalResult:
@@ -373,8 +373,6 @@ class _Run:
             )
             for name in (LLM_NAVIGATE, TREE_EXPANSION):
                 self.paths.setdefault(name, PathReport(name, ran=False, reason=why))
-        if self.passage_future is not None:
-            self.passage_future.cancel()  # not needed after all (whole documents): unless started
         self.lap = self.started
         self.end_stage("total")
 
@@ -568,24 +566,27 @@ class _Run:
 
     def _start_embedding(self) -> None:
         """Start embedding the query and, when it names documents in scope, its passage query
-        (see ``_passage_vector``) in the background: the document-level lexical path runs in
-        the database meanwhile, and the passage vector is first needed at the node level. The
-        model runs outside the GIL (or waits on HTTP), so the work overlaps."""
+        (see ``_passage_vector``), together in one batch (two short queries cost about one and
+        a half), in the background: the document-level lexical path runs in the database
+        meanwhile. The model runs outside the GIL (or waits on HTTP), so the work overlaps."""
         if self.vector is not None:
             return  # the caller's own vector: no text to embed
-        embedder = get_embedder()
-        self.query_future = _EMBEDDING_THREADS.submit(embedder.embed_query, self.query)
+        texts = [self.query]
         if settings.RETRIEVAL_PASSAGE_QUERY:
             self.named_titles = self._titles_named()
             rest = passage_query(self.query, self.named_titles)
             if rest != self.query:
                 self.passage_text = rest
-                self.passage_future = _EMBEDDING_THREADS.submit(embedder.embed_query, rest)
+                texts.append(rest)
+        self.embedding = _EMBEDDING_THREADS.submit(embed_queries, get_embedder(), texts)
 
     def _query_vector(self) -> np.ndarray:
+        """The query's vector (waiting for the embedding started by ``_start_embedding``)."""
         if self.vector is None:
-            assert self.query_future is not None, "_start_embedding() runs first"
-            self.vector = self.query_future.result()
+            assert self.embedding is not None, "_start_embedding() runs first"
+            vectors = self.embedding.result()
+            self.vector = vectors[0]
+            self.passage_vector = vectors[1] if len(vectors) > 1 else None
         return self.vector
 
     def _titles_named(self) -> list[str]:
@@ -615,9 +616,9 @@ class _Run:
         points on DragonBall's Summary questions at 500 tokens; ranking only the leaves so, the
         internal nodes by the whole query, lost 2.6 on CUAD at 4K.)
         """
-        if self.passage_future is None or not any(titles[pk] in self.named_titles for pk in selected):
+        passage_vector = self.passage_vector
+        if passage_vector is None or not any(titles[pk] in self.named_titles for pk in selected):
             return None
-        passage_vector = self.passage_future.result()
         if self.terms:
             self.terms = lexical_paths.query_terms(self.passage_text) or self.terms
         # Half of the whole query stays in: questions about the document as a whole ("summarise
