@@ -45,7 +45,7 @@ from benchmarks import BenchInputError
 from benchmarks.metrics import percentile
 from documents.ingestion.pipeline import TOC_SEPARATOR, NodeRow, embedding_text
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION
-from documents.models import Collection, Document
+from documents.models import HNSW_INDEX_NAME, Collection, Document
 from documents.selectors import collection_get, document_list, document_nodes
 from documents.services.documents import collection_create, collection_delete, document_create
 from documents.services.trees import document_tree_replace
@@ -61,7 +61,7 @@ QUERY_WORDS = 5  # words per query text, drawn from a random leaf (the lexical p
 VOCABULARY = 5000
 SYNTHETIC_MARK = "bench-latency"
 SYNTHETIC_MODEL = "synthetic"  # the embedding model recorded on the synthetic documents
-HNSW_INDEX = "node_embedding_hnsw"
+HNSW_INDEX = HNSW_INDEX_NAME
 PGVECTOR_DEFAULT_EF_SEARCH = 40
 TARGET_P50_MS = 50.0
 TARGET_WITH_EMBEDDING_P50_MS = 60.0  # the query text's real embedding added

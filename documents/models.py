@@ -90,8 +90,10 @@ class Document(models.Model):
         return reverse("documents:detail", args=[self.pk])
 
 
-# Per-collection partial HNSW indexes (documents.services.collection_indexes) are named so.
-COLLECTION_INDEX_PREFIX = "node_embedding_hnsw_c"
+# The corpus-wide HNSW index of Node.embedding, and the per-collection partial ones
+# (documents.services.collection_indexes) named after it.
+HNSW_INDEX_NAME = "node_embedding_hnsw"
+COLLECTION_INDEX_PREFIX = f"{HNSW_INDEX_NAME}_c"
 
 
 def collection_index_name(collection_id: int) -> str:
@@ -197,7 +199,7 @@ class Node(models.Model):
         ]
         indexes = [
             HnswIndex(
-                name="node_embedding_hnsw",
+                name=HNSW_INDEX_NAME,
                 fields=["embedding"],
                 m=16,
                 ef_construction=64,

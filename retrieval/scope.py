@@ -27,7 +27,12 @@ class Scope:
     filters: dict[str, Any]  # normalised, echoed in the result and part of the cache key
     visibility: str  # "all", "public" or "user:<id>"
     collection_id: int | None = None  # the one collection the documents lie in, when filtered to it
-    whole_collection: bool = False  # they are all of its documents (no documents or tags filter)
+
+    @property
+    def whole_collection(self) -> bool:
+        """The documents are all of that collection's: a visible collection is visible whole, so
+        the collection filter alone keeps every one of its documents."""
+        return self.collection_id is not None and set(self.filters) == {"collection"}
 
 
 def _visible_collections(user: Any) -> tuple[QuerySet[Collection] | None, str]:
@@ -105,8 +110,6 @@ def resolve_scope(
         filters=filters,
         visibility=visibility,
         collection_id=collection_id,
-        # A visible collection is visible whole: the filter alone keeps every one of its documents.
-        whole_collection=collection_id is not None and set(filters) == {"collection"},
     )
 
 

@@ -28,19 +28,25 @@ from django.db import DatabaseError, connection
 from django.db.models import Q
 from pgvector.django import HnswIndex
 
-from documents.models import COLLECTION_INDEX_PREFIX, Document, Node, collection_index_name
+from documents.models import COLLECTION_INDEX_PREFIX, HNSW_INDEX_NAME, Document, Node, collection_index_name
 from documents.selectors import collection_index_state
 
 log = logging.getLogger(__name__)
 
-CORPUS_INDEX_NAME = "node_embedding_hnsw"
 _ADVISORY_LOCK_BASE = 0x0F4B1E00000000  # + collection id: one build per collection at a time
+
+
+def corpus_index() -> HnswIndex:
+    """The corpus-wide HNSW index as the model declares it: the one definition (m,
+    ef_construction, opclass) every HNSW index of the node table is built from."""
+    corpus = next(index for index in Node._meta.indexes if index.name == HNSW_INDEX_NAME)
+    assert isinstance(corpus, HnswIndex), "Node declares its HNSW index"
+    return corpus
 
 
 def collection_index(collection_id: int) -> HnswIndex:
     """The partial index of one collection, defined like the corpus-wide index of the model."""
-    corpus = next(index for index in Node._meta.indexes if index.name == CORPUS_INDEX_NAME)
-    assert isinstance(corpus, HnswIndex)
+    corpus = corpus_index()
     return HnswIndex(
         name=collection_index_name(collection_id),
         fields=list(corpus.fields),

@@ -27,18 +27,20 @@ from dataclasses import dataclass
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Index
 
 from documents.ingestion.pipeline import embedding_text
-from documents.models import Document, Node
-from documents.services.collection_indexes import collection_index_ensure, collection_indexes_drop_all
+from documents.models import HNSW_INDEX_NAME, Document, Node
+from documents.services.collection_indexes import (
+    collection_index_ensure,
+    collection_indexes_drop_all,
+    corpus_index,
+)
 from documents.services.trees import corpus_version_bump
 from openfable.checks import stored_embedding_dimensions
 from openfable.embeddings import Embedder, check_vectors, get_embedder
 from openfable.errors import UserInputError
 
 DEFAULT_BATCH_SIZE = 256
-HNSW_INDEX_NAME = "node_embedding_hnsw"
 _READ_CHUNK = 2000  # rows per server-side cursor fetch while hashing texts
 
 Progress = Callable[[int, int], None]  # (nodes embedded so far, total)
@@ -258,13 +260,6 @@ def _vector_text(vector: np.ndarray) -> str:
     return "[" + ",".join(map(str, vector.tolist())) + "]"
 
 
-def _hnsw_index() -> Index:
-    for index in Node._meta.indexes:
-        if index.name == HNSW_INDEX_NAME:
-            return index
-    raise ReembedError(f"The Node model declares no index {HNSW_INDEX_NAME!r}.")  # a code bug, not input
-
-
 def _drop_hnsw_index() -> None:
     _execute(f"DROP INDEX IF EXISTS {connection.ops.quote_name(HNSW_INDEX_NAME)}")
 
@@ -272,7 +267,7 @@ def _drop_hnsw_index() -> None:
 def _create_hnsw_index() -> None:
     # From the model's own HnswIndex, so the definition (m, ef_construction, opclass) lives in one place.
     with connection.schema_editor() as editor:
-        editor.add_index(Node, _hnsw_index())
+        editor.add_index(Node, corpus_index())
 
 
 def _table() -> str:

@@ -114,6 +114,15 @@ def tsquery_any(terms: Sequence[str]) -> str:
     return " | ".join("'" + term.replace("\\", "\\\\").replace("'", "''") + "'" for term in terms)
 
 
+def document_frequencies(frequencies: Mapping[int, Mapping[str, int]]) -> dict[str, int]:
+    """How many items of ``frequencies`` (item -> term -> frequency) hold each term."""
+    holding: dict[str, int] = defaultdict(int)
+    for terms in frequencies.values():
+        for term in terms:
+            holding[term] += 1
+    return dict(holding)
+
+
 def bm25(
     frequencies: Mapping[int, Mapping[str, int]],
     lengths: Mapping[int, float],
@@ -121,18 +130,18 @@ def bm25(
     considered: int,
     average_length: float,
     term_weights: Mapping[str, float] | None = None,
+    document_frequency: Mapping[str, int] | None = None,
 ) -> dict[int, float]:
     """Okapi BM25 of every item in ``frequencies`` (item -> term -> frequency).
 
-    Document frequencies are counted from ``frequencies`` itself, so it must hold every item of
-    the ``considered`` that contains a query term (the others score 0 and may be left out).
-    ``term_weights`` scale a term's contribution (absent: 1; see ``name_weights``).
+    Document frequencies are counted from ``frequencies`` itself (unless the caller counted them
+    already: ``document_frequency``), so it must hold every item of the ``considered`` that
+    contains a query term (the others score 0 and may be left out). ``term_weights`` scale a
+    term's contribution (absent: 1; see ``name_weights``).
     """
     weights = term_weights or {}
-    document_frequency: dict[str, int] = defaultdict(int)
-    for terms in frequencies.values():
-        for term in terms:
-            document_frequency[term] += 1
+    if document_frequency is None:
+        document_frequency = document_frequencies(frequencies)
     idf = {
         term: math.log(1 + (considered - df + 0.5) / (df + 0.5)) for term, df in document_frequency.items()
     }
@@ -213,11 +222,9 @@ def _bm25_of_rows(
         if item is not None:
             frequencies[item][term] = int(frequency)
             lengths[item] = float(length)
+    holding = document_frequencies(frequencies)
     scores = bm25(
-        frequencies, lengths, considered=considered, average_length=average_length, term_weights=term_weights
-    )
-    holding: dict[str, int] = defaultdict(int)
-    for terms in frequencies.values():
-        for term in terms:
-            holding[term] += 1
-    return LexicalScores(scores, considered, dict(holding))
+        frequencies, lengths, considered=considered, average_length=average_length,
+        term_weights=term_weights, document_frequency=holding,
+    )  # fmt: skip
+    return LexicalScores(scores, considered, holding)

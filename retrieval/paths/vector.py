@@ -194,7 +194,7 @@ def nearest_nodes(
         # 4·K is enough for the whole collection however large the table grows.
         subset_nodes = None if whole_collection else _embedded_node_count(ids)
         if subset_nodes is not None and subset_nodes <= SUBSET_EXACT_MAX_NODES:
-            return _search(_fetch(exact_sql(), [query, ids, top_k]), top_k, EXACT, None)
+            return _exact_search(query, ids, top_k)
         sql = collection_hnsw_sql(collection_id, filtered=not whole_collection)
         scan_ids = None if whole_collection else ids
         ef_search = ef_search_for(top_k) if whole_collection else EF_SEARCH_MAX
@@ -207,7 +207,7 @@ def nearest_nodes(
     if ids is not None:
         in_scope = _embedded_node_count(ids)
         if in_scope <= EXACT_SCAN_MAX_NODES and not _index_first(in_scope):
-            return _search(_fetch(exact_sql(), [query, ids, top_k]), top_k, EXACT, None)
+            return _exact_search(query, ids, top_k)
     # Unfiltered: a beam of 4·K. Filtered: the filter applies to what the index returns, so
     # over-fetch the widest beam pgvector allows (such a scope is a sizeable share of the corpus).
     ef_search = ef_search_for(top_k) if ids is None else EF_SEARCH_MAX
@@ -215,6 +215,10 @@ def nearest_nodes(
         hnsw_sql(filtered=ids is not None), hnsw_params(query, limit=top_k, document_ids=ids), ef_search,
         HNSW if ids is None else HNSW_FILTERED, query=query, top_k=top_k, ids=ids, in_scope=in_scope,
     )  # fmt: skip
+
+
+def _exact_search(query: str, ids: list[int], top_k: int) -> VectorSearch:
+    return _search(_fetch(exact_sql(), [query, ids, top_k]), top_k, EXACT, None)
 
 
 def _index_search(
