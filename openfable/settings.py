@@ -216,6 +216,9 @@ RETRIEVAL_LEXICAL_NODE_SHARE = env.number("RETRIEVAL_LEXICAL_NODE_SHARE", 0.15, 
 # titles ("... (Reseller Agreement between X and Y)"): the title routed it and only pulls towards
 # the passages repeating it. false: the whole query ranks passages (the benchmark's ablation).
 RETRIEVAL_PASSAGE_QUERY = env.boolean("RETRIEVAL_PASSAGE_QUERY", True)
+# A document the query names by its title (one document of that title in scope) is always among
+# those the budget is routed to. false: only the fused scores choose (the benchmark's ablation).
+RETRIEVAL_NAMED_DOCUMENTS = env.boolean("RETRIEVAL_NAMED_DOCUMENTS", True)
 # A collection with this many embedded nodes gets its own (partial) HNSW index: a query filtered
 # to it then scans that index instead of every node of the collection (retrieval.paths.vector).
 RETRIEVAL_COLLECTION_INDEX_MIN_NODES = env.integer("RETRIEVAL_COLLECTION_INDEX_MIN_NODES", 2000, minimum=1)

@@ -30,7 +30,8 @@ KEY_PREFIX = "openfable:retrieve:v1:"
 DEFAULT_TIMEOUT_S = 3600
 
 
-def _cache() -> Any:
+def query_cache() -> Any:
+    """The Django cache the retrieval results (and ``retrieval.query_vectors``' title vectors) live in."""
     return caches[getattr(settings, "RETRIEVAL_CACHE_ALIAS", "default")]
 
 
@@ -50,6 +51,7 @@ def settings_fingerprint(*, uses_llm: bool) -> dict[str, Any]:
             "RETRIEVAL_LEXICAL_WEIGHT",
             "RETRIEVAL_LEXICAL_NODE_SHARE",
             "RETRIEVAL_PASSAGE_QUERY",
+            "RETRIEVAL_NAMED_DOCUMENTS",
             "RETRIEVAL_NAME_DOCUMENT_SHARE",
             "EMBEDDING_URL",
             "EMBEDDING_MODEL",
@@ -92,7 +94,7 @@ def cache_key(
 
 def cache_get(key: str) -> RetrievalResult | None:
     try:
-        value = _cache().get(key)
+        value = query_cache().get(key)
     except Exception:
         logger.warning("query cache read failed", exc_info=True)
         return None
@@ -102,6 +104,6 @@ def cache_get(key: str) -> RetrievalResult | None:
 def cache_set(key: str, result: RetrievalResult) -> None:
     timeout = getattr(settings, "RETRIEVAL_CACHE_TIMEOUT", DEFAULT_TIMEOUT_S)
     try:
-        _cache().set(key, result, timeout=timeout)
+        query_cache().set(key, result, timeout=timeout)
     except Exception:
         logger.warning("query cache write failed", exc_info=True)

@@ -170,6 +170,13 @@ def _truncate_best(
     return None
 
 
+def _with_count(candidate: Candidate, token_count: int) -> Candidate:
+    # A query packs hundreds of candidates and re-packs a few times: copy only what changes.
+    if candidate.token_count == token_count:
+        return candidate
+    return dataclasses.replace(candidate, token_count=token_count)
+
+
 def pack_exact(
     candidates: Sequence[Candidate],
     *,
@@ -209,10 +216,13 @@ def pack_exact(
             exact[candidate.node.id] = count(text_of(candidate.node.id))
         if all(exact[c.node.id] == c.token_count for c in fresh):
             break
-        current = [dataclasses.replace(c, token_count=exact.get(c.node.id, c.token_count)) for c in current]
+        current = [_with_count(c, exact.get(c.node.id, c.token_count)) for c in current]
         result = pack(current, budget=budget, truncate=truncate, document_rank=document_rank)
     texts = {c.node.id: cut_texts[c.node.id] if c.truncated else text_of(c.node.id) for c in result.chosen}
-    chosen = [dataclasses.replace(c, token_count=count(texts[c.node.id])) for c in result.chosen]
+    chosen = [
+        _with_count(c, count(texts[c.node.id]) if c.truncated or c.node.id not in exact else exact[c.node.id])
+        for c in result.chosen
+    ]
     # Counts still moving after the last re-pack (pathological estimates): the budget is a hard
     # limit, so drop the lowest-priority chunks until the rest fits.
     while chosen and sum(c.token_count for c in chosen) > budget:

@@ -30,7 +30,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,7 @@ from django.db.models.functions import Lower
 
 from documents.models import Document, Node
 from documents.selectors import corpus_version
-from openfable.embeddings import embed_queries, get_embedder
+from openfable.embeddings import get_embedder
 from openfable.llm import LLMClient, LLMUsage, llm_configured
 from openfable.tokens import count_tokens
 from retrieval import cache
@@ -51,6 +52,7 @@ from retrieval.node_level import node_level_chunks
 from retrieval.paths import lexical as lexical_paths
 from retrieval.paths import llm as llm_paths
 from retrieval.paths import vector as vector_paths
+from retrieval.query_vectors import QueryVectors, embed_query_vectors
 from retrieval.result import (
     LEXICAL,
     LLM_NAVIGATE,
@@ -159,6 +161,16 @@ def select_documents(fused: Sequence[Fused[int]]) -> list[int]:
     return chosen[:MAX_SELECTED_DOCUMENTS]
 
 
+def with_named_documents(
+    selected: list[int], fused: Sequence[Fused[int]], named: Collection[int]
+) -> list[int]:
+    """``selected`` plus the documents the query names by their title (``named``), in fused
+    order, at most MAX_SELECTED_DOCUMENTS in all. A question that names two companies wants both,
+    however close their scores came to the best one's."""
+    added = [item.key for item in fused if item.key in named and item.key not in selected]
+    return (selected + added)[:MAX_SELECTED_DOCUMENTS]
+
+
 def extend_to_budget(
     selected: list[int], fused: Sequence[Fused[int]], *, sizes: Mapping[int, int], budget: int
 ) -> list[int]:
@@ -186,15 +198,29 @@ def passage_query(query: str, titles: Sequence[str]) -> str:
     volcanoes keeps its subject inside a document titled "Volcanoes". The query itself comes
     back when too little would be left (fewer than three words).
     """
-    rest = query
+    return take_out_titles(query, titles)[0]
+
+
+def take_out_titles(query: str, titles: Sequence[str]) -> tuple[str, list[str]]:
+    """``passage_query``'s text, and the titles it took out (none when the query stays whole).
+
+    The titles found in the query by plain substring search (``_Run._documents_by_title_in_query``) can be
+    false friends: a document titled "202" is "in" every query about 2021. Only a title taken
+    out here counts as named.
+    """
+    rest, taken = query, []
     for title in sorted({title.strip() for title in titles if title.strip()}, key=len, reverse=True):
         if len(title.split()) > 1:
-            rest = re.sub(re.escape(title), " ", rest, flags=re.IGNORECASE)
+            rest, found = re.subn(re.escape(title), " ", rest, flags=re.IGNORECASE)
         else:
-            rest = re.sub(rf"(?<=\W){re.escape(title)}\b", " ", rest)
+            rest, found = re.subn(rf"(?<=\W){re.escape(title)}\b", " ", rest)
+        if found:
+            taken.append(title)
     rest = re.sub(r"\(\s*\)|\[\s*\]", " ", rest)  # the brackets a title sat in
     rest = " ".join(rest.split()).strip(" ,;:-")
-    return rest if rest != query and len(re.findall(r"\w+", rest)) >= 3 else query
+    if rest != query and len(re.findall(r"\w+", rest)) >= 3:
+        return rest, sorted(taken)
+    return query, []
 
 
 # -- input ---------------------------------------------------------------------------------------
@@ -279,11 +305,13 @@ class _Run:
     llm_down: str = ""  # the LLM service failed: later LLM steps of this query are not tried
     llm_cooling: bool = False  # the LLM endpoint is cooling down: no LLM step of this query ran
     terms: list[str] = field(default_factory=list)  # the query's full-text search terms
+    passage_terms: list[str] = field(default_factory=list)  # the passage query's search terms
     term_weights: dict[str, float] = field(default_factory=dict)  # node level: names (lexical.name_weights)
-    named_titles: list[str] = field(default_factory=list)  # titles in scope the query contains
+    named_titles: list[str] = field(default_factory=list)  # titles in scope the query names (take_out_titles)
+    named_documents: set[int] = field(default_factory=set)  # the documents they name, one per title
     passage_text: str = ""  # the query without them (``passage_query``), when that differs
-    embedding: Future[np.ndarray] | None = None  # the query's (and the passage query's) vectors
-    passage_vector: np.ndarray | None = None  # the passage query's embedding
+    embedding: Future[QueryVectors] | None = None  # the query's vectors, being computed
+    passage_vector: np.ndarray | None = None  # the query's vector without its named titles
     lap: float = 0.0
 
     def execute(self, version: int) -> RetrievalResult:
@@ -337,6 +365,11 @@ class _Run:
         fused = [item for item in fused if item.key in info]  # a document deleted meanwhile
         ranks = {item.key: rank for rank, item in enumerate(fused)}
         selected = select_documents(fused)
+        if self.named_documents:
+            routed = selected
+            selected = with_named_documents(selected, fused, self.named_documents)
+            if added := [info[pk].title for pk in selected if pk not in routed]:
+                self.notes.append(f"Searched because the query names it: {', '.join(added)}.")
         if selected and sum(info[pk].token_count for pk in selected) <= self.budget:
             selected = extend_to_budget(
                 selected, fused, sizes={pk: d.token_count for pk, d in info.items()}, budget=self.budget
@@ -413,7 +446,14 @@ class _Run:
             reason = "turned off (OPENFABLE_RETRIEVAL_LEXICAL_WEIGHT and _NODE_SHARE are 0)"
             self.paths[LEXICAL] = PathReport(LEXICAL, ran=False, reason=reason)
             return {}
-        self.terms = lexical_paths.query_terms(self.query)
+        # One round trip stems the query, its passage query and the names it gives.
+        share = settings.RETRIEVAL_NAME_DOCUMENT_SHARE
+        names = lexical_paths.capitalised_words(self.query) if share > 0 and weight > 0 else []
+        extra = [self.passage_text] if self.passage_text else []
+        stemmed = lexical_paths.stem([self.query, *extra, *names])
+        self.terms = stemmed[0]
+        self.passage_terms = stemmed[1] if extra else []
+        name_terms = {term for terms in stemmed[1 + len(extra) :] for term in terms}
         if not self.terms:
             reason = "the query has no searchable words (only stop words, numbers or symbols)"
             self.paths[LEXICAL] = PathReport(LEXICAL, ran=False, reason=reason)
@@ -426,9 +466,8 @@ class _Run:
         found = lexical_paths.document_scores(self.terms, document_ids=self.scope.document_ids)
         best = sorted(found.scores.items(), key=lambda item: (-item[1], item[0]))[:LEXICAL_TOP_DOCUMENTS]
         detail["documents_in_scope"] = found.considered
-        if (share := settings.RETRIEVAL_NAME_DOCUMENT_SHARE) > 0:
-            names = lexical_paths.name_terms(self.query)
-            self.term_weights = lexical_paths.name_weights(self.terms, names, found, share=share)
+        if share > 0:
+            self.term_weights = lexical_paths.name_weights(self.terms, name_terms, found, share=share)
             if self.term_weights:
                 detail["name_weights"] = {term: round(w, 3) for term, w in sorted(self.term_weights.items())}
         self.paths[LEXICAL] = PathReport(LEXICAL, ran=True, candidates=len(best), detail=detail)
@@ -565,33 +604,38 @@ class _Run:
         return True
 
     def _start_embedding(self) -> None:
-        """Start embedding the query and, when it names documents in scope, its passage query
-        (see ``_passage_vector``), together in one batch (two short queries cost about one and
-        a half), in the background: the document-level lexical path runs in the database
-        meanwhile. The model runs outside the GIL (or waits on HTTP), so the work overlaps."""
+        """Start embedding the query (with the titles it names that are not cached yet, in one
+        batch; see ``retrieval.query_vectors``) in the background: the document-level lexical
+        path runs in the database meanwhile. The model runs outside the GIL (or waits on HTTP),
+        so the work overlaps."""
         if self.vector is not None:
             return  # the caller's own vector: no text to embed
-        texts = [self.query]
         if settings.RETRIEVAL_PASSAGE_QUERY:
-            self.named_titles = self._titles_named()
-            rest = passage_query(self.query, self.named_titles)
-            if rest != self.query:
+            in_query = self._documents_by_title_in_query()
+            rest, self.named_titles = take_out_titles(self.query, list(in_query))
+            if self.named_titles:
                 self.passage_text = rest
-                texts.append(rest)
-        self.embedding = _EMBEDDING_THREADS.submit(embed_queries, get_embedder(), texts)
+                if settings.RETRIEVAL_NAMED_DOCUMENTS:
+                    # A title two documents share names neither: their scores choose.
+                    self.named_documents = {
+                        in_query[title][0] for title in self.named_titles if len(in_query[title]) == 1
+                    }
+        self.embedding = _EMBEDDING_THREADS.submit(
+            embed_query_vectors, get_embedder(), self.query, self.named_titles
+        )
 
     def _query_vector(self) -> np.ndarray:
         """The query's vector (waiting for the embedding started by ``_start_embedding``)."""
         if self.vector is None:
             assert self.embedding is not None, "_start_embedding() runs first"
             vectors = self.embedding.result()
-            self.vector = vectors[0]
-            self.passage_vector = vectors[1] if len(vectors) > 1 else None
+            self.vector = vectors.query
+            self.passage_vector = vectors.passage
         return self.vector
 
-    def _titles_named(self) -> list[str]:
-        """Titles of the documents in scope that the query contains (any case): one scan of
-        the titles, no embedding."""
+    def _documents_by_title_in_query(self) -> dict[str, list[int]]:
+        """The documents in scope whose title the query contains (any case), by title: one scan
+        of the titles, no embedding."""
         documents = Document.objects.filter(status=Document.Status.INDEXED)
         if self.scope.document_ids is not None:
             documents = documents.filter(pk__in=self.scope.document_ids)
@@ -599,8 +643,10 @@ class _Run:
         position = Func(
             Lower(Value(self.query)), Lower("title"), function="strpos", output_field=IntegerField()
         )
-        found = documents.annotate(at=position).filter(at__gt=0)
-        return sorted(set(found.values_list("title", flat=True)))
+        found: dict[str, list[int]] = defaultdict(list)
+        for pk, title in documents.annotate(at=position).filter(at__gt=0).values_list("pk", "title"):
+            found[title].append(pk)
+        return dict(found)
 
     def _passage_vector(
         self, vector: np.ndarray, selected: Sequence[int], titles: Mapping[int, str]
@@ -610,9 +656,10 @@ class _Run:
 
         A query often names its document ("… (Reseller Agreement between McDATA and RESELLER)",
         "… did Acme Government Solutions pay"): that routed it, and inside the document the name
-        only pulls towards the passages that repeat it. So the node level ranks by the query
-        without the titles it names, plus ``PASSAGE_QUERY_KEEP`` of the whole query, and its
-        lexical terms lose the titles' words. (Measured alternatives: the rest alone lost 2.8
+        only pulls towards the passages that repeat it. So the node level ranks by the query's
+        vector without the named titles' direction (``retrieval.query_vectors``), plus
+        ``PASSAGE_QUERY_KEEP`` of the whole query's, and its lexical terms are those of the query
+        without the titles' words (``passage_query``). (Measured alternatives: the rest alone lost 2.8
         points on DragonBall's Summary questions at 500 tokens; ranking only the leaves so, the
         internal nodes by the whole query, lost 2.6 on CUAD at 4K.)
         """
@@ -620,7 +667,7 @@ class _Run:
         if passage_vector is None or not any(titles[pk] in self.named_titles for pk in selected):
             return None
         if self.terms:
-            self.terms = lexical_paths.query_terms(self.passage_text) or self.terms
+            self.terms = self.passage_terms or self.terms
         # Half of the whole query stays in: questions about the document as a whole ("summarise
         # Acme's year") still lean towards the sections that carry its title.
         mixed = passage_vector + PASSAGE_QUERY_KEEP * vector

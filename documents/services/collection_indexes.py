@@ -29,7 +29,7 @@ from django.db.models import Q
 from pgvector.django import HnswIndex
 
 from documents.models import COLLECTION_INDEX_PREFIX, HNSW_INDEX_NAME, Document, Node, collection_index_name
-from documents.selectors import collection_index_state
+from documents.selectors import collection_index_state, forget_collection_index_states
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,7 @@ def collection_index_ensure(collection_id: int) -> bool:
             with connection.schema_editor(atomic=False) as editor:
                 index = collection_index(collection_id)
                 editor.execute(index.create_sql(Node, editor, concurrently=concurrently))
+            forget_collection_index_states()
             return True
         finally:
             with connection.cursor() as cursor:
@@ -127,3 +128,4 @@ def _drop(name: str, *, concurrently: bool) -> None:
     keyword = " CONCURRENTLY" if concurrently else ""
     with connection.cursor() as cursor:
         cursor.execute(f"DROP INDEX{keyword} IF EXISTS {connection.ops.quote_name(name)}")
+    forget_collection_index_states()

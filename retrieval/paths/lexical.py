@@ -72,25 +72,32 @@ class LexicalScores:
 
 def query_terms(query: str) -> list[str]:
     """The query's search terms, stemmed and without stop words as the index stores them."""
+    return stem([query])[0]
+
+
+def stem(texts: Sequence[str]) -> list[list[str]]:
+    """Each text's search terms (as ``query_terms``), all in one round trip to the database."""
+    if not texts:
+        return []
     with connection.cursor() as cursor:
-        cursor.execute("SELECT tsvector_to_array(to_tsvector(%s::regconfig, %s))", [SEARCH_CONFIG, query])
-        (terms,) = cursor.fetchone()
-    return sorted(terms or [])
+        cursor.execute(
+            "SELECT tsvector_to_array(to_tsvector(%s::regconfig, text)) "
+            "FROM unnest(%s::text[]) WITH ORDINALITY AS given (text, position) ORDER BY position",
+            [SEARCH_CONFIG, list(texts)],
+        )
+        return [sorted(terms or []) for (terms,) in cursor.fetchall()]
+
+
+def capitalised_words(query: str) -> list[str]:
+    """The query's capitalised words, its first word left out (a question starts with a capital
+    whatever it asks): the names it gives."""
+    words = _WORD.findall(query)[1:]
+    return sorted({word.strip(".") for word in words if word[0].isupper()} - {""})
 
 
 def name_terms(query: str) -> set[str]:
-    """The search terms of the query's capitalised words, its first word left out (a question
-    starts with a capital whatever it asks): the names it gives, as the index stems them."""
-    words = _WORD.findall(query)[1:]
-    names = sorted({word.strip(".") for word in words if word[0].isupper()} - {""})
-    if not names:
-        return set()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT tsvector_to_array(to_tsvector(%s::regconfig, word)) FROM unnest(%s::text[]) AS word",
-            [SEARCH_CONFIG, names],
-        )
-        return {term for (terms,) in cursor.fetchall() for term in terms or []}
+    """The search terms of the query's names (``capitalised_words``), as the index stems them."""
+    return {term for terms in stem(capitalised_words(query)) for term in terms}
 
 
 def name_weights(

@@ -60,6 +60,8 @@ INDEX_FIRST_MIN_SHARE = 0.1
 
 # A subset of an indexed collection (a documents or tags filter) this small is scanned exactly.
 SUBSET_EXACT_MAX_NODES = 5_000
+# How long a query trusts what this process last saw of a collection index (see collection_index_ready).
+INDEX_STATE_MAX_AGE_S = 10.0
 
 HNSW = "hnsw"
 HNSW_FILTERED = "hnsw_filtered"
@@ -189,7 +191,11 @@ def nearest_nodes(
         return VectorSearch(hits=(), strategy=EXACT, ef_search=None, fetched=0)
     query = vector_literal(query_vector)
     ids = None if document_ids is None else sorted(set(document_ids))
-    if ids is not None and collection_id is not None and collection_index_ready(collection_id):
+    if (
+        ids is not None
+        and collection_id is not None
+        and collection_index_ready(collection_id, max_age_s=INDEX_STATE_MAX_AGE_S)
+    ):
         # The collection's own index: its beam holds the collection's nodes only, so a beam of
         # 4·K is enough for the whole collection however large the table grows.
         subset_nodes = None if whole_collection else _embedded_node_count(ids)

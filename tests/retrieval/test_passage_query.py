@@ -1,16 +1,22 @@
 """The passage query: inside the documents a query was routed to, their titles no longer rank
-the passages (``retrieval.services.passage_query``, ``OPENFABLE_RETRIEVAL_PASSAGE_QUERY``)."""
+the passages (``retrieval.services.passage_query``, ``retrieval.query_vectors``,
+``OPENFABLE_RETRIEVAL_PASSAGE_QUERY``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from django.test import override_settings
 
+from openfable.embeddings import Embedder, embed_queries, get_embedder
+from retrieval import query_vectors
+from retrieval.fusion import fuse
 from retrieval.result import LEXICAL, TREE_EXPANSION
-from retrieval.services import passage_query, retrieve
+from retrieval.services import passage_query, retrieve, take_out_titles, with_named_documents
+from tests.factories import DocumentFactory
 from tests.retrieval.test_services import Corpus, _fresh_query_cache, corpus
 
 __all__ = ["_fresh_query_cache", "corpus"]  # fixtures shared with test_services
@@ -50,6 +56,17 @@ __all__ = ["_fresh_query_cache", "corpus"]  # fixtures shared with test_services
 )
 def test_passage_query_takes_the_titles_out(query: str, titles: list[str], expected: str) -> None:
     assert passage_query(query, titles) == expected
+
+
+def test_only_the_titles_taken_out_count_as_named() -> None:
+    # Substring search finds "202" in "2021"; as a word it is not there, so it is not named.
+    query = "How much did Acme Government Solutions pay in dividends in 2021?"
+    rest, named = take_out_titles(query, ["202", "Acme Government Solutions"])
+    assert (rest, named) == ("How much did pay in dividends in 2021?", ["Acme Government Solutions"])
+    assert take_out_titles("Acme Government Solutions revenue", ["Acme Government Solutions"]) == (
+        "Acme Government Solutions revenue",
+        [],
+    )
 
 
 @pytest.mark.django_db
@@ -101,3 +118,82 @@ def test_names_the_query_gives_are_damped_at_the_node_level(corpus: Corpus) -> N
     assert not {"annual", "return", "file"} & set(weights)  # lower-case words weigh fully
     with override_settings(RETRIEVAL_NAME_DOCUMENT_SHARE=0.0):
         assert "name_weights" not in lexical_detail()
+
+
+@pytest.mark.django_db
+def test_a_named_title_is_embedded_once_then_read_from_the_cache(
+    corpus: Corpus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches: list[list[str]] = []
+    real = query_vectors.embed_queries
+
+    def spy(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+        batches.append(list(texts))
+        return real(embedder, texts)
+
+    monkeypatch.setattr(query_vectors, "embed_queries", spy)
+    for query in (
+        "When must the annual return be filed under the Income Tax Law?",
+        "Which deductions does the Income Tax Law allow for charitable gifts?",
+    ):
+        result = retrieve(query=query, token_budget=100, mode="vector", use_cache=False)
+        expansion = result.path(TREE_EXPANSION)
+        assert expansion is not None and "passage_query" in expansion.detail
+    # The first query embedded its title with it, in one batch; the second found it cached.
+    assert batches == [
+        ["When must the annual return be filed under the Income Tax Law?", "Income Tax Law"],
+        ["Which deductions does the Income Tax Law allow for charitable gifts?"],
+    ]
+
+
+def test_the_passage_vector_leans_away_from_the_title_far_more_than_from_the_rest() -> None:
+    embedder = get_embedder()
+    query = "When must the annual return be filed under the Income Tax Law?"
+    vectors = query_vectors.embed_query_vectors(embedder, query, ["Income Tax Law"])
+    assert vectors.passage is not None
+    assert np.linalg.norm(vectors.passage) == pytest.approx(1.0, abs=1e-5)
+    title, rest = embed_queries(embedder, ["Income Tax Law", "When must the annual return be filed?"])
+    # Taking a direction out lowers every cosine a little (e5's vectors share a common part);
+    # the title's falls several times as far as the rest's (measured: 0.88 -> 0.63, 0.96 -> 0.91).
+    title_drop = float(vectors.query @ title) - float(vectors.passage @ title)
+    rest_drop = float(vectors.query @ rest) - float(vectors.passage @ rest)
+    assert title_drop > 3 * rest_drop > 0
+    assert query_vectors.embed_query_vectors(embedder, query).passage is None  # no title named
+
+
+def test_with_named_documents_adds_them_in_fused_order() -> None:
+    fused = fuse({"vector": {1: 0.9, 2: 0.8, 3: 0.2, 4: 0.1}})
+    assert with_named_documents([1, 2], fused, {4, 3}) == [1, 2, 3, 4]
+    assert with_named_documents([1, 2], fused, {2}) == [1, 2]
+    assert with_named_documents([1], fused, {99}) == [1]  # not found by any path: nothing to route on
+
+
+@pytest.mark.django_db
+def test_a_document_the_query_names_is_searched_whatever_its_scores(corpus: Corpus) -> None:
+    query = (
+        "How do winds drive surface currents such as the Gulf Stream, and what does the Income Tax Law add?"
+    )
+
+    def selected() -> tuple[set[int], tuple[str, ...]]:
+        result = retrieve(query=query, token_budget=100, mode="vector", use_cache=False)
+        return {hit.document_id for hit in result.documents if hit.selected}, result.notes
+
+    with override_settings(RETRIEVAL_NAMED_DOCUMENTS=False):
+        unnamed, _ = selected()
+    assert corpus.oceans.id in unnamed and corpus.tax.id not in unnamed  # the scores alone
+    named, notes = selected()
+    assert named == unnamed | {corpus.tax.id}
+    assert "Searched because the query names it: Income Tax Law." in notes
+
+
+@pytest.mark.django_db
+def test_a_title_two_documents_share_names_neither(corpus: Corpus) -> None:
+    DocumentFactory.create(
+        collection=corpus.legal, title="Income Tax Law", content="A draft.", status="indexed"
+    )
+    query = (
+        "How do winds drive surface currents such as the Gulf Stream, and what does the Income Tax Law add?"
+    )
+    result = retrieve(query=query, token_budget=100, mode="vector", use_cache=False)
+    assert corpus.tax.id not in {hit.document_id for hit in result.documents if hit.selected}
+    assert not any(note.startswith("Searched because") for note in result.notes)
