@@ -122,6 +122,8 @@ class LocalE5Embedder:
 
     model_name = LOCAL_MODEL_NAME
     dimensions = LOCAL_DIMENSIONS
+    # Its matrix products run on every core: work beside it waits for a core, and it for them.
+    uses_every_core = True
 
     def __init__(self, *, batch_size: int = 16) -> None:
         self.batch_size = max(1, batch_size)

@@ -38,9 +38,6 @@ from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import FloatField, Value
-from django.db.models.functions import Coalesce
-from pgvector.django import CosineDistance
 
 from documents.models import Node
 from documents.selectors import collection_index_ready
@@ -283,38 +280,26 @@ def document_scores(hits: Sequence[NodeHit]) -> dict[int, DocumentVectorScore]:
     }
 
 
+# NodeRow's fields, in order.
+_NODE_ROW_COLUMNS = 'id, document_id, parent_id, depth, kind, "order", start_char, end_char, token_count, title, summary, toc_path'
+
+
 def nodes_with_similarity(*, document_ids: Sequence[int], query_vector: np.ndarray) -> list[NodeRow]:
     """Every node of these documents with its exact similarity to the query: one query, no N+1.
     Nodes excluded from retrieval are left out.
 
     The leaf text (``content``) stays in the database: chunk text is sliced from the document.
+    Plain SQL: the ORM's compilation and vector conversion took 0.8 of this call's 3 ms (CUAD,
+    two contracts, 417 nodes), on a query path of 50.
     """
-    similarity = Coalesce(
-        Value(1.0) - CosineDistance("embedding", query_vector),
-        Value(0.0),
-        output_field=FloatField(),
-    )
-    rows = (
-        Node.objects.filter(document_id__in=list(document_ids), excluded=False)
-        .annotate(similarity=similarity)
-        .order_by("document_id", "order")
-        .values_list(
-            "id",
-            "document_id",
-            "parent_id",
-            "depth",
-            "kind",
-            "order",
-            "start_char",
-            "end_char",
-            "token_count",
-            "title",
-            "summary",
-            "toc_path",
-            "similarity",
+    table = connection.ops.quote_name(Node._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_NODE_ROW_COLUMNS}, coalesce(1 - (embedding <=> %s::vector), 0) FROM {table} "
+            'WHERE document_id = ANY(%s) AND NOT excluded ORDER BY document_id, "order"',
+            [vector_literal(query_vector), list(document_ids)],
         )
-    )
-    return [NodeRow(*row) for row in rows]
+        return [NodeRow(*row) for row in cursor.fetchall()]
 
 
 def _index_first(in_scope: int) -> bool:
