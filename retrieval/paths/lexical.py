@@ -175,13 +175,15 @@ def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None)
     # SQL, as the rest: on the query path the ORM's compilation of it took a millisecond.
     document_table = connection.ops.quote_name(Document._meta.db_table)
     node_table = connection.ops.quote_name(Node._meta.db_table)
+    # A join on the one root per document (its partial unique index), not EXISTS: over a whole
+    # corpus of 11K documents the join took 64 ms, EXISTS 125.
     scope_sql = (
-        f"SELECT d.id, d.token_count FROM {document_table} d WHERE EXISTS (SELECT 1 FROM {node_table} n "
-        "WHERE n.document_id = d.id AND n.kind = %s AND NOT n.excluded)"
+        f"SELECT d.id, d.token_count FROM {document_table} d JOIN {node_table} n "
+        "ON n.document_id = d.id AND n.kind = %s AND NOT n.excluded"
     )
     scope_params: list[Any] = [Node.Kind.ROOT.value]
     if document_ids is not None:
-        scope_sql += " AND d.id = ANY(%s)"
+        scope_sql += " WHERE d.id = ANY(%s)"
         scope_params.append(list(document_ids))
     term_table = connection.ops.quote_name(DocumentTerm._meta.db_table)
     with connection.cursor() as cursor:
