@@ -488,8 +488,10 @@ class _Run:
             reason = "document level turned off (OPENFABLE_RETRIEVAL_LEXICAL_WEIGHT is 0)"
             self.paths[LEXICAL] = PathReport(LEXICAL, ran=True, reason=reason, detail=detail)
             return {}
-        found = lexical_paths.document_scores(self.terms, document_ids=self.scope.document_ids)
-        best = sorted(found.scores.items(), key=lambda item: (-item[1], item[0]))[:LEXICAL_TOP_DOCUMENTS]
+        found = lexical_paths.document_scores(
+            self.terms, document_ids=self.scope.document_ids, best=LEXICAL_TOP_DOCUMENTS
+        )
+        best = sorted(found.scores.items(), key=lambda item: (-item[1], item[0]))
         detail["documents_in_scope"] = found.considered
         if share > 0:
             self.term_weights = lexical_paths.name_weights(self.terms, name_terms, found, share=share)

@@ -162,12 +162,19 @@ def bm25(
     return scores
 
 
-def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None) -> LexicalScores:
-    """BM25 of the indexed documents in scope (``document_ids``; None: all) holding a query term.
+def document_scores(
+    terms: Sequence[str], *, document_ids: Sequence[int] | None, best: int | None = None
+) -> LexicalScores:
+    """BM25 of the indexed documents in scope (``document_ids``; None: all) holding a query term;
+    with ``best``, only the best that many (ties by id), and how many documents hold each term.
 
     One query over the inverted index ``DocumentTerm`` (a document's term frequencies summed over
     its leaves, kept by ``documents.services.document_terms_refresh``): the scope's size and mean
     length, and the frequencies of the query's terms, read through the (term, document) index.
+    BM25 is summed in the database (``bm25``'s formula, in SQL): a common word's postings never
+    leave it. On the 11K-document dev corpus, whose synthetic vocabulary puts every word in two
+    thirds of the documents, a five-word query reads 35K postings: shipping them to Python took
+    the lexical path to 112 ms.
     """
     if not terms or (document_ids is not None and not document_ids):
         return LexicalScores({}, 0)  # an empty scope (a user who sees no collection) finds nothing
@@ -186,17 +193,32 @@ def document_scores(terms: Sequence[str], *, document_ids: Sequence[int] | None)
         scope_sql += " WHERE d.id = ANY(%s)"
         scope_params.append(list(document_ids))
     term_table = connection.ops.quote_name(DocumentTerm._meta.db_table)
+    limit = "" if best is None else f" LIMIT {int(best)}"
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH scope (id, length) AS MATERIALIZED ({scope_sql}), "
-            "stats AS (SELECT count(*) AS considered, coalesce(avg(length), 0) AS average FROM scope), "
-            f"found AS (SELECT document_id, term, frequency FROM {term_table} WHERE term = ANY(%s)) "
-            "SELECT stats.considered, stats.average, found.document_id, found.term, found.frequency, "
-            "       scope.length "
-            "FROM stats LEFT JOIN (found JOIN scope ON scope.id = found.document_id) ON true",
-            [*scope_params, list(terms)],
+            "stats AS (SELECT count(*) AS considered, "
+            "          coalesce(nullif(avg(length), 0), 1)::float8 AS average FROM scope), "
+            "postings AS MATERIALIZED ("
+            f"  SELECT t.document_id, t.term, t.frequency::float8 AS tf, s.length::float8 AS length "
+            f"  FROM {term_table} t JOIN scope s ON s.id = t.document_id WHERE t.term = ANY(%s)), "
+            "holding AS (SELECT term, count(*) AS df FROM postings GROUP BY term), "
+            "idf AS (SELECT h.term, h.df, ln(1 + (stats.considered - h.df + 0.5) / (h.df + 0.5)) AS idf "
+            "        FROM holding h CROSS JOIN stats), "
+            "scored AS (SELECT p.document_id, sum(idf.idf * p.tf * (%s + 1) "
+            "                  / (p.tf + %s * (1 - %s + %s * p.length / stats.average))) AS score "
+            "           FROM postings p JOIN idf USING (term) CROSS JOIN stats GROUP BY p.document_id), "
+            f"top AS (SELECT document_id, score FROM scored ORDER BY score DESC, document_id{limit}) "
+            "SELECT 'document', document_id, score, NULL FROM top "
+            "UNION ALL SELECT 'term', NULL, df, term FROM idf "
+            "UNION ALL SELECT 'scope', NULL, considered, NULL FROM stats",
+            [*scope_params, list(terms), K1, K1, B, B],
         )
-        return _bm25_of_rows(cursor.fetchall())
+        rows = cursor.fetchall()
+    scores = {int(key): float(value) for kind, key, value, _ in rows if kind == "document"}
+    holding = {str(term): int(value) for kind, _, value, term in rows if kind == "term"}
+    considered = next(int(value) for kind, _, value, _ in rows if kind == "scope")
+    return LexicalScores(scores, considered, holding)
 
 
 def node_scores(

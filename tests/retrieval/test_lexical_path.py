@@ -92,6 +92,34 @@ def test_document_scores_find_the_document_that_names_the_query_entity() -> None
     assert found.scores[named.pk] > found.scores[other.pk] > 0
 
 
+def test_document_scores_summed_in_the_database_are_bm25_of_the_postings() -> None:
+    documents = [
+        _document("Pumps", ["Pumps and more pumps.", "The pump room floods in spring."]),
+        _document(
+            "Valves", ["Valves regulate the pump pressure.", "A valve room, and a long corridor of rooms."]
+        ),
+        _document("Bread", ["Bake the bread at 220 degrees."]),
+    ]
+    terms = lexical.query_terms("pump room valve pressure")
+    found = lexical.document_scores(terms, document_ids=None)
+    # The same documents' postings, scored by the Python BM25 the node level uses.
+    frequencies: dict[int, dict[str, int]] = {}
+    for document_id, term, frequency in DocumentTerm.objects.filter(term__in=terms).values_list(
+        "document_id", "term", "frequency"
+    ):
+        frequencies.setdefault(document_id, {})[term] = frequency
+    lengths = {document.pk: float(document.token_count) for document in documents}
+    expected = lexical.bm25(frequencies, lengths, considered=3, average_length=sum(lengths.values()) / 3)
+    assert found.considered == 3 and set(found.scores) == set(expected) == {documents[0].pk, documents[1].pk}
+    for pk, score in expected.items():
+        assert found.scores[pk] == pytest.approx(score, rel=1e-9)
+    assert found.document_frequency == lexical.document_frequencies(frequencies)
+    # best=1 keeps the best document only; the frequencies still count every document.
+    top = lexical.document_scores(terms, document_ids=None, best=1)
+    assert list(top.scores) == [max(expected, key=expected.__getitem__)]
+    assert top.document_frequency == found.document_frequency
+
+
 def test_document_scores_respect_the_scope_and_skip_unindexed_documents() -> None:
     inside = _document("A", ["The turbine blade inspection schedule."])
     outside = _document("B", ["Turbine blade repairs and inspection."])
