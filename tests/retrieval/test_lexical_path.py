@@ -269,3 +269,10 @@ def test_a_damped_name_no_longer_outranks_the_passage_that_answers() -> None:
     assert weights == {"preston": pytest.approx(1 / 3)}  # "court" is in every judgment: kept
     damped = lexical.node_scores(terms, document_ids=[judgment.pk], term_weights=weights).scores
     assert damped[charge.pk] > damped[heading.pk]
+
+
+def test_the_searchable_documents_are_read_from_their_own_index() -> None:
+    _document("A", ["The turbine blade inspection schedule."])
+    sql, params = lexical.searchable_documents_sql(None)
+    plan = query_plan(f"SELECT count(*) FROM ({sql}) AS scope", params, without_seqscan=True)
+    assert "Index Only Scan using node_searchable_root" in plan, plan
