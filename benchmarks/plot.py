@@ -40,7 +40,7 @@ LINE_STYLES: dict[str, LineStyle] = {
     "vector-no-lexical": LineStyle("vector, no lexical path", "#8250df", 2),
     "vector-whole-query": LineStyle("vector, whole query", "#bf3989", 2),
     "vector-full-names": LineStyle("vector, names weigh fully", "#4d2d00", 2),
-    "vector-unnamed": LineStyle("vector, named documents not routed", "#1b7c83", 2),
+    "vector-unnamed": LineStyle("vector, no named routing", "#1b7c83", 2),
     "vector": LineStyle("vector (engine)", "#0969da", 5),
     "bipath": LineStyle("bipath (engine + LLM)", "#cf222e", 4),
     "llm": LineStyle("llm (engine, LLM paths)", "#9a6700", 4),
