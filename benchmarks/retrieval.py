@@ -67,7 +67,7 @@ REFERENCE_METHODS = ("ceiling", "oracle")
 BASELINE_METHODS = ("bm25", "dense")
 # Engine methods: retrieve() in a mode, with settings changed for an ablation. "vector-no-lexical"
 # is vector mode without the lexical path, "vector-whole-query" without the passage query (see
-# retrieval.services.passage_query), so every run shows what each adds.
+# retrieval.services.take_out_titles), so every run shows what each adds.
 NO_LEXICAL = {"RETRIEVAL_LEXICAL_WEIGHT": 0.0, "RETRIEVAL_LEXICAL_NODE_SHARE": 0.0}
 ENGINE_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "vector-no-lexical": ("vector", NO_LEXICAL),

@@ -192,23 +192,16 @@ def extend_to_budget(
     return chosen
 
 
-def passage_query(query: str, titles: Sequence[str]) -> str:
-    """``query`` without the titles of the documents it was routed to (see ``_Run._passage_vector``).
+def take_out_titles(query: str, titles: Sequence[str]) -> tuple[str, list[str]]:
+    """The passage query: ``query`` without the titles of the documents it names (see
+    ``_Run._passage_vector``), and the titles it took out (none when the query stays whole).
 
     A title of several words is taken out however it is written; a one-word title ("JetWing")
     only as the title writes it and not as the query's first word, so that a query about
     volcanoes keeps its subject inside a document titled "Volcanoes". The query itself comes
-    back when too little would be left (fewer than three words).
-    """
-    return take_out_titles(query, titles)[0]
-
-
-def take_out_titles(query: str, titles: Sequence[str]) -> tuple[str, list[str]]:
-    """``passage_query``'s text, and the titles it took out (none when the query stays whole).
-
-    The titles found in the query by plain substring search (``_Run._documents_by_title_in_query``) can be
-    false friends: a document titled "202" is "in" every query about 2021. Only a title taken
-    out here counts as named.
+    back when too little would be left (fewer than three words). The titles found by plain
+    substring search (``_Run._documents_by_title_in_query``) can be false friends: a document
+    titled "202" is "in" every query about 2021. Only a title taken out here counts as named.
     """
     rest, taken = query, []
     for title in sorted({title.strip() for title in titles if title.strip()}, key=len, reverse=True):
@@ -333,7 +326,7 @@ class _Run:
     term_weights: dict[str, float] = field(default_factory=dict)  # node level: names (lexical.name_weights)
     named_titles: list[str] = field(default_factory=list)  # titles in scope the query names (take_out_titles)
     named_documents: set[int] = field(default_factory=set)  # the documents they name, one per title
-    passage_text: str = ""  # the query without them (``passage_query``), when that differs
+    passage_text: str = ""  # the query without them (``take_out_titles``), when that differs
     embedding: Future[QueryVectors] | None = None  # the query's vectors, being computed
     passage_vector: np.ndarray | None = None  # the query's vector without its named titles
     lap: float = 0.0
@@ -686,7 +679,7 @@ class _Run:
         only pulls towards the passages that repeat it. So the node level ranks by the query's
         vector without the named titles' direction (``retrieval.query_vectors``), plus
         ``PASSAGE_QUERY_KEEP`` of the whole query's, and its lexical terms are those of the query
-        without the titles' words (``passage_query``). (Measured alternatives: the rest alone lost 2.8
+        without the titles' words (``take_out_titles``). (Measured alternatives: the rest alone lost 2.8
         points on DragonBall's Summary questions at 500 tokens; ranking only the leaves so, the
         internal nodes by the whole query, lost 2.6 on CUAD at 4K.)
         """

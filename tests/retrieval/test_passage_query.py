@@ -1,5 +1,5 @@
 """The passage query: inside the documents a query was routed to, their titles no longer rank
-the passages (``retrieval.services.passage_query``, ``retrieval.query_vectors``,
+the passages (``retrieval.services.take_out_titles``, ``retrieval.query_vectors``,
 ``OPENFABLE_RETRIEVAL_PASSAGE_QUERY``)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from openfable.embeddings import Embedder, embed_queries, get_embedder
 from retrieval import query_vectors
 from retrieval.fusion import fuse
 from retrieval.result import LEXICAL, TREE_EXPANSION
-from retrieval.services import passage_query, retrieve, take_out_titles, with_named_documents
+from retrieval.services import retrieve, take_out_titles, with_named_documents
 from tests.factories import DocumentFactory
 from tests.retrieval.test_services import Corpus, _fresh_query_cache, corpus
 
@@ -55,7 +55,7 @@ __all__ = ["_fresh_query_cache", "corpus"]  # fixtures shared with test_services
     ],
 )
 def test_passage_query_takes_the_titles_out(query: str, titles: list[str], expected: str) -> None:
-    assert passage_query(query, titles) == expected
+    assert take_out_titles(query, titles)[0] == expected
 
 
 def test_only_the_titles_taken_out_count_as_named() -> None:
