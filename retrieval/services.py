@@ -7,9 +7,10 @@
    ``SHORTLIST_SIZE``, the best of the other two) from their shallow outline. All are fused on
    min-max normalised scores, weighted by ``document_path_weights()``.
 2. Routing. The *selected* documents are those whose fused score is at least
-   ``SELECTION_RATIO`` x the best one (at most ``MAX_SELECTED_DOCUMENTS``, in fused order), plus
-   the documents the query names by their title (``with_named_documents``). If they fit the
-   budget together they are returned whole; otherwise the node level runs on them.
+   ``SELECTION_RATIO`` x the best one (at most ``MAX_SELECTED_DOCUMENTS``, in fused order); a
+   query that names documents by their title is routed to those and the best-scored one instead
+   (``route_to_named_documents``). If they fit the budget together they are returned whole (and
+   the budget left takes the next documents); otherwise the node level runs on them.
 3. Node level (``node_level``). LLMnavigate picks subtree roots from their outline;
    TreeExpansion scores every node of them from exact similarities, sharpened by the node-level
    BM25 of the lexical path. Fused; LLM-chosen nodes are
@@ -163,14 +164,21 @@ def select_documents(fused: Sequence[Fused[int]]) -> list[int]:
     return chosen[:MAX_SELECTED_DOCUMENTS]
 
 
-def with_named_documents(
-    selected: list[int], fused: Sequence[Fused[int]], named: Collection[int]
-) -> list[int]:
-    """``selected`` plus the documents the query names by their title (``named``), in fused
-    order, at most MAX_SELECTED_DOCUMENTS in all. A question that names two companies wants both,
-    however close their scores came to the best one's."""
-    added = [item.key for item in fused if item.key in named and item.key not in selected]
-    return (selected + added)[:MAX_SELECTED_DOCUMENTS]
+def route_to_named_documents(fused: Sequence[Fused[int]], named: Collection[int]) -> list[int]:
+    """The documents a query that names documents by their title is routed to: the best-scored
+    one and the named ones, in fused order (at most MAX_SELECTED_DOCUMENTS); none when no path
+    found a named one (the scores route alone then).
+
+    A question that names its document wants that document, not its namesakes: "Green Fields
+    Agriculture Co." scored within half of the "... Ltd." a question named and took 40% of its
+    1K budget. A question naming two companies wants both, however far the second fell behind.
+    The best-scored document stays whatever its name: the query may ask about something it does
+    not name. Others still come in when these fit the budget whole (``extend_to_budget``).
+    """
+    if not fused or not any(item.key in named for item in fused):
+        return []
+    best = fused[0].key
+    return [item.key for item in fused if item.key == best or item.key in named][:MAX_SELECTED_DOCUMENTS]
 
 
 def extend_to_budget(
@@ -383,11 +391,14 @@ class _Run:
         fused = [item for item in fused if item.key in info]  # a document deleted meanwhile
         ranks = {item.key: rank for rank, item in enumerate(fused)}
         selected = select_documents(fused)
-        if self.named_documents:
-            routed = selected
-            selected = with_named_documents(selected, fused, self.named_documents)
-            if added := [info[pk].title for pk in selected if pk not in routed]:
+        if self.named_documents and (named := route_to_named_documents(fused, self.named_documents)):
+            if added := [info[pk].title for pk in named if pk not in selected]:
                 self.notes.append(f"Searched because the query names it: {', '.join(added)}.")
+            if left_out := [info[pk].title for pk in selected if pk not in named]:
+                self.notes.append(
+                    f"Not searched, because the query names other documents: {', '.join(left_out)}."
+                )
+            selected = named
         if selected and sum(info[pk].token_count for pk in selected) <= self.budget:
             selected = extend_to_budget(
                 selected, fused, sizes={pk: d.token_count for pk, d in info.items()}, budget=self.budget

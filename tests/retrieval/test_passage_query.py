@@ -15,9 +15,10 @@ from openfable.embeddings import Embedder, embed_queries, get_embedder
 from retrieval import query_vectors
 from retrieval.fusion import fuse
 from retrieval.result import LEXICAL, TREE_EXPANSION
-from retrieval.services import retrieve, take_out_titles, with_named_documents
+from retrieval.services import retrieve, route_to_named_documents, take_out_titles
 from tests.factories import DocumentFactory
-from tests.retrieval.test_services import Corpus, _fresh_query_cache, corpus
+from tests.retrieval.test_services import Corpus, _fresh_query_cache, build_document, corpus
+from tests.trees import sec
 
 __all__ = ["_fresh_query_cache", "corpus"]  # fixtures shared with test_services
 
@@ -161,11 +162,13 @@ def test_the_passage_vector_leans_away_from_the_title_far_more_than_from_the_res
     assert query_vectors.embed_query_vectors(embedder, query).passage is None  # no title named
 
 
-def test_with_named_documents_adds_them_in_fused_order() -> None:
+def test_a_query_that_names_documents_is_routed_to_them_and_the_best_scored_one() -> None:
     fused = fuse({"vector": {1: 0.9, 2: 0.8, 3: 0.2, 4: 0.1}})
-    assert with_named_documents([1, 2], fused, {4, 3}) == [1, 2, 3, 4]
-    assert with_named_documents([1, 2], fused, {2}) == [1, 2]
-    assert with_named_documents([1], fused, {99}) == [1]  # not found by any path: nothing to route on
+    assert route_to_named_documents(fused, {4, 3}) == [1, 3, 4]  # 2 scored well but is not named
+    assert route_to_named_documents(fused, {2}) == [1, 2]
+    assert route_to_named_documents(fused, {1}) == [1]
+    assert route_to_named_documents(fused, {99}) == []  # not found by any path: the scores route
+    assert route_to_named_documents([], {1}) == []
 
 
 @pytest.mark.django_db
@@ -197,3 +200,41 @@ def test_a_title_two_documents_share_names_neither(corpus: Corpus) -> None:
     result = retrieve(query=query, token_budget=100, mode="vector", use_cache=False)
     assert corpus.tax.id not in {hit.document_id for hit in result.documents if hit.selected}
     assert not any(note.startswith("Searched because") for note in result.notes)
+
+
+@pytest.mark.django_db
+def test_a_query_that_names_its_document_leaves_its_namesakes_out(corpus: Corpus) -> None:
+    # Regulations on the same subject score within half of the law the query names; only the
+    # law is searched, so the whole (small) budget goes to it.
+    regulations = build_document(
+        sec(
+            "Income Tax Regulations",
+            "How employers withhold income tax.",
+            sec(
+                "Withholding",
+                "Tax withheld from wages.",
+                "Employers withhold income tax from wages each month and file a statement of it "
+                "by the end of February; a late statement incurs a penalty.",
+            ),
+        ),
+        collection=corpus.legal,
+    )
+    # A document the lexical path finds by one word ("income"), so that its min-max
+    # normalisation has a floor below the regulations'.
+    build_document(
+        sec("Payroll Basics", "Pay slips.", "Payroll software prints a pay slip for the income paid."),
+        collection=corpus.legal,
+    )
+    query = "When must the annual return be filed under the Income Tax Law?"
+
+    def run() -> tuple[set[int], tuple[str, ...], set[int]]:
+        result = retrieve(query=query, token_budget=100, mode="vector", use_cache=False)
+        returned = {chunk.document_id for chunk in result.chunks}
+        return {hit.document_id for hit in result.documents if hit.selected}, result.notes, returned
+
+    with override_settings(RETRIEVAL_NAMED_DOCUMENTS=False):
+        by_scores, _, _ = run()
+    assert {corpus.tax.id, regulations.id} <= by_scores
+    named, notes, returned = run()
+    assert named == {corpus.tax.id} and returned == {corpus.tax.id}
+    assert "Not searched, because the query names other documents: Income Tax Regulations." in notes
