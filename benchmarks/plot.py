@@ -41,6 +41,7 @@ LINE_STYLES: dict[str, LineStyle] = {
     "vector-whole-query": LineStyle("vector, whole query", "#bf3989", 2),
     "vector-full-names": LineStyle("vector, names weigh fully", "#4d2d00", 2),
     "vector-unnamed": LineStyle("vector, no named routing", "#1b7c83", 2),
+    "vector-source-words": LineStyle("vector, source words weigh", "#b08800", 2),
     "vector": LineStyle("vector (engine)", "#0969da", 5),
     "bipath": LineStyle("bipath (engine + LLM)", "#cf222e", 4),
     "llm": LineStyle("llm (engine, LLM paths)", "#9a6700", 4),

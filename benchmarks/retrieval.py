@@ -17,7 +17,9 @@ ingestion, or else through their content). Then, per budget:
   ``vector-no-lexical`` (vector mode with the lexical path turned off), ``vector-whole-query``
   (passages ranked by the whole query, the titles of the documents it names included),
   ``vector-full-names`` (the query's names weigh fully in node-level BM25), ``vector-unnamed``
-  (a document the query names by its title is not routed to unless its scores choose it).
+  (the documents a query names by their title are not routed to unless their scores choose them,
+  and their namesakes are not left out), ``vector-source-words`` (the words of the query's opening
+  "According to ...," clause weigh fully in node-level BM25).
 
 Recall and EIR are RAGEval's (see ``metrics``). Queries without references are skipped and
 counted. Beside them: "right document found" (share of the query's gold documents from which at
@@ -75,8 +77,10 @@ ENGINE_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "vector-whole-query": ("vector", {"RETRIEVAL_PASSAGE_QUERY": False}),
     # Names in the query weigh fully in node-level BM25 (see retrieval.paths.lexical.name_weights).
     "vector-full-names": ("vector", {"RETRIEVAL_NAME_DOCUMENT_SHARE": 0.0}),
-    # Documents the query names by title are routed to only when their scores choose them.
+    # Only the scores route: the documents the query names by title get no say.
     "vector-unnamed": ("vector", {"RETRIEVAL_NAMED_DOCUMENTS": False}),
+    # The words of the query's opening source clause weigh fully in node-level BM25.
+    "vector-source-words": ("vector", {"RETRIEVAL_SOURCE_CLAUSE": False}),
     "vector": ("vector", {}),
     "bipath": ("bipath", {}),
     "llm": ("llm", {}),

@@ -216,8 +216,8 @@ RETRIEVAL_LEXICAL_NODE_SHARE = env.number("RETRIEVAL_LEXICAL_NODE_SHARE", 0.15, 
 # titles ("... (Reseller Agreement between X and Y)"): the title routed it and only pulls towards
 # the passages repeating it. false: the whole query ranks passages (the benchmark's ablation).
 RETRIEVAL_PASSAGE_QUERY = env.boolean("RETRIEVAL_PASSAGE_QUERY", True)
-# A document the query names by its title (one document of that title in scope) is always among
-# those the budget is routed to. false: only the fused scores choose (the benchmark's ablation).
+# A query that names documents by their title (one document of that title in scope) is routed to
+# them and the best-scored document. false: only the fused scores choose (the benchmark's ablation).
 RETRIEVAL_NAMED_DOCUMENTS = env.boolean("RETRIEVAL_NAMED_DOCUMENTS", True)
 # A collection with this many embedded nodes gets its own (partial) HNSW index: a query filtered
 # to it then scans that index instead of every node of the collection (retrieval.paths.vector).
@@ -227,6 +227,11 @@ RETRIEVAL_COLLECTION_INDEX_MIN_NODES = env.integer("RETRIEVAL_COLLECTION_INDEX_M
 # documents they only pull towards the heading and the passages naming the parties
 # (retrieval.paths.lexical.name_weights). 0: every term weighs fully (the benchmark's ablation).
 RETRIEVAL_NAME_DOCUMENT_SHARE = env.number("RETRIEVAL_NAME_DOCUMENT_SHARE", 0.75, minimum=0.0, maximum=1.0)
+# A query's opening clause that cites its source ("According to the judgment of ... Court, ...",
+# "Based on Acme's 2019 report, ...") routes it; its words (those the rest of the query does not
+# repeat) weigh nothing in node-level BM25 (retrieval.services.source_clause). false: they weigh
+# fully (the benchmark's ablation).
+RETRIEVAL_SOURCE_CLAUSE = env.boolean("RETRIEVAL_SOURCE_CLAUSE", True)
 TOKEN_BUDGET_MIN = env.integer("TOKEN_BUDGET_MIN", 100, minimum=1)
 TOKEN_BUDGET_MAX = env.integer("TOKEN_BUDGET_MAX", 32000, minimum=1)
 TOKEN_BUDGET_DEFAULT = env.integer("TOKEN_BUDGET_DEFAULT", 2000, minimum=1)

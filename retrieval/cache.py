@@ -53,6 +53,7 @@ def settings_fingerprint(*, uses_llm: bool) -> dict[str, Any]:
             "RETRIEVAL_PASSAGE_QUERY",
             "RETRIEVAL_NAMED_DOCUMENTS",
             "RETRIEVAL_NAME_DOCUMENT_SHARE",
+            "RETRIEVAL_SOURCE_CLAUSE",
             "EMBEDDING_URL",
             "EMBEDDING_MODEL",
             "EMBEDDING_DIMENSIONS",

@@ -200,6 +200,27 @@ def extend_to_budget(
     return chosen
 
 
+# An opening "According to ...," or "Based on ...,": up to the first comma that a lower-case word
+# follows, so that the commas inside a name ("Greenfield, Fairview Court") stay in the clause.
+_SOURCE_CLAUSE = re.compile(r"^\s*(?i:according\s+to|based\s+on)\b.*?,\s+(?=[a-z])", re.DOTALL)
+
+
+def source_clause(query: str) -> tuple[str, str]:
+    """The query's opening clause that cites its source, and the rest: ("According to the judgment
+    of Greenfield, Fairview Court, ", "summarize the facts of H. Price's crimes."); ("", query)
+    when it has none.
+
+    The clause routes the query (the document level reads it all). Inside the documents it was
+    routed to, its words pull towards the passages about the source itself, the judgment's header
+    or the report's introduction, rather than towards the answer: the node-level BM25 leaves out
+    those of its words the rest of the query does not repeat (``_Run._lexical_documents``).
+    """
+    found = _SOURCE_CLAUSE.match(query)
+    if found is None:
+        return "", query
+    return query[: found.end()], query[found.end() :]
+
+
 def take_out_titles(query: str, titles: Sequence[str]) -> tuple[str, list[str]]:
     """The passage query: ``query`` without the titles of the documents it names (see
     ``_Run._passage_vector``), and the titles it took out (none when the query stays whole).
@@ -479,10 +500,17 @@ class _Run:
         share = settings.RETRIEVAL_NAME_DOCUMENT_SHARE
         names = lexical_paths.capitalised_words(self.query) if share > 0 and weight > 0 else []
         extra = [self.passage_text] if self.passage_text else []
-        stemmed = lexical_paths.stem([self.query, *extra, *names])
+        clause, rest = source_clause(self.query) if settings.RETRIEVAL_SOURCE_CLAUSE else ("", "")
+        cited = [clause, rest] if clause else []
+        stemmed = lexical_paths.stem([self.query, *extra, *cited, *names])
         self.terms = stemmed[0]
         self.passage_terms = stemmed[1] if extra else []
-        name_terms = {term for terms in stemmed[1 + len(extra) :] for term in terms}
+        if cited:
+            clause_terms, rest_terms = stemmed[1 + len(extra)], stemmed[2 + len(extra)]
+            source_terms = sorted(set(clause_terms) - set(rest_terms))
+        else:
+            source_terms = []
+        name_terms = {term for terms in stemmed[1 + len(extra) + len(cited) :] for term in terms}
         if not self.terms:
             reason = "the query has no searchable words (only stop words, numbers or symbols)"
             self.paths[LEXICAL] = PathReport(LEXICAL, ran=False, reason=reason)
@@ -501,6 +529,11 @@ class _Run:
             self.term_weights = lexical_paths.name_weights(self.terms, name_terms, found, share=share)
             if self.term_weights:
                 detail["name_weights"] = {term: round(w, 3) for term, w in sorted(self.term_weights.items())}
+        if source_terms:
+            # Measured on DragonBall (60% of its queries open so): +1.2 / +0.7 points at 500 / 1K
+            # tokens, -0.4 at 2K; a weight of 0.5 instead of 0 kept only half of it.
+            self.term_weights.update(dict.fromkeys(source_terms, 0.0))
+            detail["source_terms"] = source_terms
         self.paths[LEXICAL] = PathReport(LEXICAL, ran=True, candidates=len(best), detail=detail)
         return dict(best)
 

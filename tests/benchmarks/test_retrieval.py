@@ -128,12 +128,13 @@ def test_bench_retrieval_prints_tables_and_writes_every_number(tmp_path: Path, s
     assert "| method | 100 | 300 |" in table and "| vector |" in table and "### Query latency" in table
     assert "| vector-no-lexical |" in table and "| vector-whole-query |" in table
     assert "| vector-full-names |" in table and "| vector-unnamed |" in table
+    assert "| vector-source-words |" in table
 
     report = json.loads(json_path.read_text())
     assert report["queries"] == 3 and report["queries_without_references"] == 1
     methods = [
         "ceiling", "oracle", "bm25", "dense", "vector-no-lexical", "vector-whole-query", "vector-full-names",
-        "vector-unnamed", "vector",
+        "vector-unnamed", "vector-source-words", "vector",
     ]  # fmt: skip
     assert list(report["results"]) == methods
     for method in methods:
