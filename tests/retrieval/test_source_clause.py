@@ -45,7 +45,7 @@ def test_the_source_clause_words_weigh_nothing_inside_the_documents(corpus: Corp
     # the query repeats ("return") keep their weight.
     query = "Based on the taxable income rules for a return, when must the annual return be filed?"
 
-    def run() -> tuple[dict[str, object], dict[int, float]]:
+    def run() -> tuple[dict[str, object], dict[int | None, float]]:
         result = retrieve(query=query, token_budget=100, mode="vector", use_cache=False)
         lexical = {chunk.node_id: chunk.scores.lexical or 0.0 for chunk in result.chunks}
         report = next(path for path in result.paths if path.name == LEXICAL)
