@@ -531,7 +531,7 @@ class _Run:
                 detail["name_weights"] = {term: round(w, 3) for term, w in sorted(self.term_weights.items())}
         if source_terms:
             # Measured on DragonBall (60% of its queries open so): +1.2 / +0.7 points at 500 / 1K
-            # tokens, -0.4 at 2K; a weight of 0.5 instead of 0 kept only half of it.
+            # tokens, -0.5 at 2K; a weight of 0.5 instead of 0 kept only half of it.
             self.term_weights.update(dict.fromkeys(source_terms, 0.0))
             detail["source_terms"] = source_terms
         self.paths[LEXICAL] = PathReport(LEXICAL, ran=True, candidates=len(best), detail=detail)
