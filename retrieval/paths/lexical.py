@@ -70,13 +70,9 @@ class LexicalScores:
     document_frequency: dict[str, int] = field(default_factory=dict)
 
 
-def query_terms(query: str) -> list[str]:
-    """The query's search terms, stemmed and without stop words as the index stores them."""
-    return stem([query])[0]
-
-
 def stem(texts: Sequence[str]) -> list[list[str]]:
-    """Each text's search terms (as ``query_terms``), all in one round trip to the database."""
+    """Each text's search terms, stemmed and without stop words as the index stores them, all in
+    one round trip to the database."""
     if not texts:
         return []
     with connection.cursor() as cursor:
@@ -93,11 +89,6 @@ def capitalised_words(query: str) -> list[str]:
     whatever it asks): the names it gives."""
     words = _WORD.findall(query)[1:]
     return sorted({word.strip(".") for word in words if word[0].isupper()} - {""})
-
-
-def name_terms(query: str) -> set[str]:
-    """The search terms of the query's names (``capitalised_words``), as the index stems them."""
-    return {term for terms in stem(capitalised_words(query)) for term in terms}
 
 
 def name_weights(

@@ -38,13 +38,13 @@ def _document(title: str, paragraphs: Sequence[str], *, section: tuple[str, str]
 
 
 def test_query_terms_are_stemmed_and_stop_words_dropped() -> None:
-    assert lexical.query_terms("When did the companies appoint new CEOs?") == [
+    assert lexical.stem(["When did the companies appoint new CEOs?"])[0] == [
         "appoint",
         "ceo",
         "compani",
         "new",
     ]
-    assert lexical.query_terms("the of and to") == []
+    assert lexical.stem(["the of and to"])[0] == []
 
 
 def test_any_term_text_is_a_valid_tsquery() -> None:
@@ -85,7 +85,7 @@ def test_document_scores_find_the_document_that_names_the_query_entity() -> None
         "Blue Ocean", ["Blue Ocean Shipping appointed a new CEO in March 2020.", "Revenue fell."]
     )
     _document("Recipes", ["Bake the bread at 220 degrees."])
-    terms = lexical.query_terms("When did Green Fields Agriculture appoint its CEO?")
+    terms = lexical.stem(["When did Green Fields Agriculture appoint its CEO?"])[0]
     found = lexical.document_scores(terms, document_ids=None)
     assert found.considered == 3
     assert set(found.scores) == {named.pk, other.pk}  # the recipes share no term
@@ -100,7 +100,7 @@ def test_document_scores_summed_in_the_database_are_bm25_of_the_postings() -> No
         ),
         _document("Bread", ["Bake the bread at 220 degrees."]),
     ]
-    terms = lexical.query_terms("pump room valve pressure")
+    terms = lexical.stem(["pump room valve pressure"])[0]
     found = lexical.document_scores(terms, document_ids=None)
     # The same documents' postings, scored by the Python BM25 the node level uses.
     frequencies: dict[int, dict[str, int]] = {}
@@ -124,7 +124,7 @@ def test_document_scores_respect_the_scope_and_skip_unindexed_documents() -> Non
     inside = _document("A", ["The turbine blade inspection schedule."])
     outside = _document("B", ["Turbine blade repairs and inspection."])
     DocumentFactory.create(content="Turbine blade, not indexed yet: no nodes.")
-    terms = lexical.query_terms("turbine blade inspection")
+    terms = lexical.stem(["turbine blade inspection"])[0]
     assert set(lexical.document_scores(terms, document_ids=[inside.pk]).scores) == {inside.pk}
     everything = lexical.document_scores(terms, document_ids=None)
     assert set(everything.scores) == {inside.pk, outside.pk} and everything.considered == 2
@@ -171,7 +171,7 @@ def test_the_node_search_column_has_a_gin_index() -> None:
 def test_the_search_column_follows_edits() -> None:
     document = _document("A", ["Plain words here."], section=("Overview", "General remarks."))
     section = Node.objects.get(document=document, kind="section")
-    terms = lexical.query_terms("hydraulic pumps")
+    terms = lexical.stem(["hydraulic pumps"])[0]
     assert lexical.node_scores(terms, document_ids=[document.pk]).scores == {}
     section.summary = "Maintenance of the hydraulic pumps."
     section.save()
@@ -194,7 +194,7 @@ def test_node_scores_discount_words_that_name_the_document_itself() -> None:
         section=("Green Fields in 2021", "Green Fields results and investments."),
     )
     leaves = list(Node.objects.filter(document=document, kind="leaf").order_by("order"))
-    found = lexical.node_scores(lexical.query_terms("Green Fields dividend"), document_ids=[document.pk])
+    found = lexical.node_scores(lexical.stem(["Green Fields dividend"])[0], document_ids=[document.pk])
     assert found.considered == 4  # section, three leaves: never the root, titled as the document
     root = Node.objects.get(document=document, depth=0)
     assert root.pk not in found.scores
@@ -227,12 +227,17 @@ def test_bm25_term_weights_scale_each_terms_contribution() -> None:
     assert weighted[2] == pytest.approx(plain[2]) and weighted[3] == pytest.approx(plain[3])
 
 
-def test_name_terms_are_the_capitalised_words_but_the_first() -> None:
-    names = lexical.name_terms(
+def _name_terms(query: str) -> set[str]:
+    """The search terms of the query's names, as the engine stems them in one round trip."""
+    return {term for terms in lexical.stem(lexical.capitalised_words(query)) for term in terms}
+
+
+def test_names_are_the_capitalised_words_but_the_first() -> None:
+    names = _name_terms(
         "According to the judgment of Preston, Lancaster, Court, what did M. Harris do in 2022?"
     )
     assert names == {"preston", "lancast", "court", "m", "harri"}
-    assert lexical.name_terms("What crimes were committed in the city?") == set()  # "What" opens the question
+    assert _name_terms("What crimes were committed in the city?") == set()  # "What" opens the question
 
 
 def test_name_weights_damp_rare_names_only() -> None:
@@ -258,14 +263,14 @@ def test_a_damped_name_no_longer_outranks_the_passage_that_answers() -> None:
     for number in (2, 3, 4):
         _document(f"Judgment {number}", [f"In the court of town {number}. A judgment on a crime of fraud."])
     query = "According to the judgment of the Preston Court, what crime was the defendant charged with?"
-    terms = lexical.query_terms(query)
+    terms = lexical.stem([query])[0]
     heading, charge = Node.objects.filter(document=judgment, kind="leaf").order_by("order")
     plain = lexical.node_scores(terms, document_ids=[judgment.pk]).scores
     assert plain[heading.pk] > plain[charge.pk]  # the name, three times, wins
 
     found = lexical.document_scores(terms, document_ids=None)
     assert found.considered == 4 and found.document_frequency["preston"] == 1
-    weights = lexical.name_weights(terms, lexical.name_terms(query), found, share=0.75)
+    weights = lexical.name_weights(terms, _name_terms(query), found, share=0.75)
     assert weights == {"preston": pytest.approx(1 / 3)}  # "court" is in every judgment: kept
     damped = lexical.node_scores(terms, document_ids=[judgment.pk], term_weights=weights).scores
     assert damped[charge.pk] > damped[heading.pk]
