@@ -13,7 +13,7 @@ COPY retrieval ./retrieval
 COPY cli ./cli
 COPY api ./api
 COPY mcp_server ./mcp_server
-COPY benchmarks ./benchmarks
+COPY fable_benchmarks ./fable_benchmarks
 RUN pip install --no-cache-dir .
 # .dockerignore keeps the host's virtualenv, git history and var/ (embedded database, local secret
 # key, broker queue) out of the image.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.baselines import (
+from fable_benchmarks.baselines import (
     BM25Ranker,
     DenseRanker,
     cached_embeddings,

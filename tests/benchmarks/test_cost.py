@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from benchmarks import scripted_llm
-from benchmarks.report import COST_INGEST_HEADER, COST_QUERY_HEADER, COST_REINDEX_HEADER
 from documents.ingestion.boundaries import chunk_spans, locate_markers
 from documents.ingestion.prompts import chunking_messages, tree_messages
 from documents.ingestion.tree_schema import tree_from_json
 from documents.models import Collection, Document
+from fable_benchmarks import scripted_llm
+from fable_benchmarks.report import COST_INGEST_HEADER, COST_QUERY_HEADER, COST_REINDEX_HEADER
 from openfable.models import LLMCacheEntry
 from openfable.tokens import count_tokens
 from tests.cli import run_openfable

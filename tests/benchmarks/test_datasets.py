@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import BenchInputError
-from benchmarks.datasets import (
+from fable_benchmarks import BenchInputError
+from fable_benchmarks.datasets import (
     BenchQuery,
     DatasetDocument,
     parse_queries,

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from benchmarks.datasets import DatasetDocument
-from benchmarks.ingest import index_dataset_document
 from documents.models import Collection, IngestionJob
 from documents.services.documents import collection_create
+from fable_benchmarks.datasets import DatasetDocument
+from fable_benchmarks.ingest import index_dataset_document
 from tests.cli import run_openfable
 
 pytestmark = pytest.mark.django_db

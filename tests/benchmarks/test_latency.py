@@ -14,12 +14,12 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
-from benchmarks import BenchInputError
-from benchmarks.corpus_latency import Dataset, bench_corpus_latency
-from benchmarks.latency import HNSW_INDEX, bench_latency, synthetic_rows, tree_template
-from benchmarks.report import format_corpus_latency, format_latency
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION
 from documents.models import Collection, Document, DocumentTerm, IngestionJob, Node
+from fable_benchmarks import BenchInputError
+from fable_benchmarks.corpus_latency import Dataset, bench_corpus_latency
+from fable_benchmarks.latency import HNSW_INDEX, bench_latency, synthetic_rows, tree_template
+from fable_benchmarks.report import format_corpus_latency, format_latency
 from retrieval.result import RetrievalInputError
 from retrieval.services import retrieve
 from tests.cli import run_openfable

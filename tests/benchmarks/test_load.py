@@ -15,9 +15,9 @@ import yaml
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from benchmarks.load import error_counts, summarise
-from benchmarks.load_servers import web_command
 from documents.models import Collection
+from fable_benchmarks.load import error_counts, summarise
+from fable_benchmarks.load_servers import web_command
 from openfable.runner import worker_command
 from tests.conftest import REPO_ROOT
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.metrics import SentenceSplitter, percentile, score_query
+from fable_benchmarks.metrics import SentenceSplitter, percentile, score_query
 
 TWO_SENTENCES = "Acme raised $5 million in March 2021. The money funded a new plant in Ohio."
 

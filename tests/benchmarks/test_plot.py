@@ -1,4 +1,4 @@
-"""The recall chart (``benchmarks.plot``) and ``openfable bench-plot``: an SVG drawn from the
+"""The recall chart (``fable_benchmarks.plot``) and ``openfable bench-plot``: an SVG drawn from the
 report dict that ``bench-retrieval --json`` writes."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from benchmarks import BenchInputError
-from benchmarks.plot import LINE_STYLES, recall_chart_svg
+from fable_benchmarks import BenchInputError
+from fable_benchmarks.plot import LINE_STYLES, recall_chart_svg
 from tests.cli import run_openfable
 
 SVG = "{http://www.w3.org/2000/svg}"

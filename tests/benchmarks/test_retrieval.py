@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from benchmarks.datasets import BenchQuery
-from benchmarks.plot import recall_chart_svg
-from benchmarks.retrieval import stratified_sample
 from documents.models import Collection
+from fable_benchmarks.datasets import BenchQuery
+from fable_benchmarks.plot import recall_chart_svg
+from fable_benchmarks.retrieval import stratified_sample
 from tests.cli import run_openfable
 
 pytestmark = pytest.mark.django_db

@@ -11,10 +11,10 @@ import pytest
 from django.conf import settings as django_settings
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from benchmarks.latency import generate_corpus
-from benchmarks.scripted_llm import ScriptedLLMServer
 from documents.ingestion.tree import LEAF
 from documents.models import Collection, Node
+from fable_benchmarks.latency import generate_corpus
+from fable_benchmarks.scripted_llm import ScriptedLLMServer
 from retrieval.paths.llm import select_prompt_cap
 from retrieval.result import LLM_NAVIGATE, LLM_SELECT
 from retrieval.services import retrieve

@@ -23,7 +23,7 @@ from openfable.errors import ServiceUnavailableError, UserInputError
 # Modules exposing `register(subparsers)`; each parser sets `handler=callable(options)` that
 # returns a dict (printed as one JSON object) or the text of a table. Named, not imported, so
 # the benchmarks (the layer above every surface) can plug their commands in from above.
-SUBCOMMAND_MODULES = ["cli.documents", "cli.corpus", "cli.retrieval", "cli.backup", "benchmarks.cli"]
+SUBCOMMAND_MODULES = ["cli.documents", "cli.corpus", "cli.retrieval", "cli.backup", "fable_benchmarks.cli"]
 
 
 class Command(BaseCommand):

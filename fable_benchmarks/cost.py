@@ -1,6 +1,6 @@
 """`openfable bench-cost`: what the LLM paths cost in tokens, measured over real HTTP.
 
-The product's LLM client is pointed at a scripted model (``benchmarks.scripted_llm``) that speaks
+The product's LLM client is pointed at a scripted model (``fable_benchmarks.scripted_llm``) that speaks
 OpenAI's chat-completions protocol on 127.0.0.1 and answers every prompt validly, with outputs of
 the size a competent model writes. Each run uses a model name of its own, so no answer cached by
 an earlier run is reused; the LLM cache rows it wrote are deleted at the end, with its throw-away
@@ -37,10 +37,6 @@ import numpy as np
 from django.conf import settings
 from django.test import override_settings
 
-from benchmarks import BenchInputError
-from benchmarks.datasets import read_documents
-from benchmarks.latency import generate_corpus
-from benchmarks.scripted_llm import ScriptedLLMServer, ServedCall
 from documents.ingestion.tree import LEAF
 from documents.models import Document
 from documents.selectors import document_list, document_nodes
@@ -51,6 +47,10 @@ from documents.services.documents import (
     document_reindex,
 )
 from documents.services.jobs import JobRun, job_run_now
+from fable_benchmarks import BenchInputError
+from fable_benchmarks.datasets import read_documents
+from fable_benchmarks.latency import generate_corpus
+from fable_benchmarks.scripted_llm import ScriptedLLMServer, ServedCall
 from openfable.llm import LLMClient, LLMConfig
 from openfable.models import LLMCacheEntry
 from retrieval.result import LLM_NAVIGATE, LLM_SELECT

@@ -3,8 +3,8 @@ its chart from a saved report), `bench-latency`, `bench-load`, `bench-cost`.
 
 They print markdown tables (``--json PATH`` writes the same numbers). Registered into the
 command line from here (see ``cli.management.commands.openfable.SUBCOMMAND_MODULES``). The
-handlers only parse, call ``benchmarks.ingest`` / ``retrieval`` / ``latency`` / ``cost`` and render
-through ``benchmarks.report`` (tables) or ``benchmarks.plot`` (the SVG chart); a mistake the user
+handlers only parse, call ``fable_benchmarks.ingest`` / ``retrieval`` / ``latency`` / ``cost`` and render
+through ``fable_benchmarks.report`` (tables) or ``fable_benchmarks.plot`` (the SVG chart); a mistake the user
 can fix raises ``BenchInputError``, which the command line prints as ``{"error": ...}`` with exit
 status 1. The benchmark modules are imported when a benchmark runs, not when the command line
 starts.
@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
-from benchmarks import BenchInputError
+from fable_benchmarks import BenchInputError
 
 
 def register(subparsers: Any) -> None:
@@ -184,8 +184,8 @@ def _check_files(flag: str, paths: list[Path]) -> None:
 
 
 def _handle_bench_ingest(options: dict[str, Any]) -> str:
-    from benchmarks.ingest import bench_ingest
-    from benchmarks.report import format_ingest, write_json
+    from fable_benchmarks.ingest import bench_ingest
+    from fable_benchmarks.report import format_ingest, write_json
 
     _check_files("docs", options["docs"])
     if options["limit"] < 0:
@@ -199,8 +199,8 @@ def _handle_bench_ingest(options: dict[str, Any]) -> str:
 
 
 def _handle_bench_retrieval(options: dict[str, Any]) -> str:
-    from benchmarks.report import format_retrieval, write_json
-    from benchmarks.retrieval import ALL_METHODS, bench_retrieval
+    from fable_benchmarks.report import format_retrieval, write_json
+    from fable_benchmarks.retrieval import ALL_METHODS, bench_retrieval
 
     _check_files("docs", [options["docs"]])
     _check_files("queries", [options["queries"]])
@@ -229,7 +229,7 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
     if options.get("json_path"):
         write_json(report, options["json_path"])
     if options.get("plot_path"):
-        from benchmarks.plot import write_recall_chart
+        from fable_benchmarks.plot import write_recall_chart
 
         write_recall_chart(report, options["plot_path"])
     table = format_retrieval(report)
@@ -241,7 +241,7 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
 
 
 def _handle_bench_plot(options: dict[str, Any]) -> str:
-    from benchmarks.plot import read_report, recall_series, write_recall_chart
+    from fable_benchmarks.plot import read_report, recall_series, write_recall_chart
 
     report = read_report(options["json_path"])
     write_recall_chart(report, options["plot_path"], title=options["title"])
@@ -259,7 +259,7 @@ def _shared(relative: str) -> Path:
 
 
 def _parse_stages(text: str) -> list[Any]:
-    from benchmarks.load import Stage
+    from fable_benchmarks.load import Stage
 
     stages = []
     for part in text.split(","):
@@ -271,8 +271,8 @@ def _parse_stages(text: str) -> list[Any]:
 
 
 def _handle_bench_load(options: dict[str, Any]) -> str:
-    from benchmarks.load import LoadErrors, LoadOptions, bench_load
-    from benchmarks.report import format_load, write_json
+    from fable_benchmarks.load import LoadErrors, LoadOptions, bench_load
+    from fable_benchmarks.report import format_load, write_json
 
     _check_files("queries", [options["queries"]])
     if not options["collection"]:
@@ -318,8 +318,8 @@ def _handle_bench_load(options: dict[str, Any]) -> str:
 
 
 def _handle_bench_latency(options: dict[str, Any]) -> str:
-    from benchmarks.latency import bench_latency
-    from benchmarks.report import format_latency, write_json
+    from fable_benchmarks.latency import bench_latency
+    from fable_benchmarks.report import format_latency, write_json
 
     if options.get("datasets"):
         return _bench_corpus_latency(options)
@@ -343,8 +343,8 @@ def _handle_bench_latency(options: dict[str, Any]) -> str:
 
 
 def _bench_corpus_latency(options: dict[str, Any]) -> str:
-    from benchmarks.corpus_latency import Dataset, bench_corpus_latency
-    from benchmarks.report import format_corpus_latency, write_json
+    from fable_benchmarks.corpus_latency import Dataset, bench_corpus_latency
+    from fable_benchmarks.report import format_corpus_latency, write_json
 
     datasets = []
     for values in options["datasets"]:
@@ -364,8 +364,8 @@ def _bench_corpus_latency(options: dict[str, Any]) -> str:
 
 
 def _handle_bench_cost(options: dict[str, Any]) -> str:
-    from benchmarks.cost import bench_cost
-    from benchmarks.report import format_cost, write_json
+    from fable_benchmarks.cost import bench_cost
+    from fable_benchmarks.report import format_cost, write_json
 
     _check_files("docs", options["docs"])
     if options["ingest_limit"] < 1:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ingest import IngestBenchRow
-from benchmarks.retrieval import REFERENCE_METHODS, TYPE_TABLE_BUDGETS
+from fable_benchmarks.ingest import IngestBenchRow
+from fable_benchmarks.retrieval import REFERENCE_METHODS, TYPE_TABLE_BUDGETS
 
 
 def write_json(report: dict[str, Any], path: Path) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import BenchInputError
+from fable_benchmarks import BenchInputError
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,11 @@ What it does, in order, on the database this command itself uses (the embedded d
 var/, started if needed, or ``OPENFABLE_DATABASE_URL``):
 
 1. The corpus: ``--collection SLUG`` reuses an indexed collection; without it ``--docs`` (DragonBall
-   by default) is indexed here into a throw-away collection (``benchmarks.ingest``), deleted at the
+   by default) is indexed here into a throw-away collection (``fable_benchmarks.ingest``), deleted at the
    end unless ``--keep``.
 2. A throw-away account: a user (member of that collection, not a superuser, so the visibility
    filters are exercised), its API token, and a collection of its own for the background ingest.
-3. The servers (``benchmarks.load_servers``), as docker-compose.yml runs them: gunicorn with ``--web-workers`` uvicorn workers
+3. The servers (``fable_benchmarks.load_servers``), as docker-compose.yml runs them: gunicorn with ``--web-workers`` uvicorn workers
    (2 by default) and a Celery worker (concurrency 2), on a free local port. Debug off; plain HTTP
    (``OPENFABLE_HTTPS=false``: no redirect, no secure cookies, as on a private network). They get a
    private data folder, so their Celery queue (the filesystem broker) is theirs alone; the API rate
@@ -23,7 +23,7 @@ var/, started if needed, or ``OPENFABLE_DATABASE_URL``):
 4. The background: the first ``--background-limit`` documents of ``--background-docs`` (CUAD) are
    posted to ``/v1/api/documents`` and the Celery worker indexes them while the users run.
 5. Each stage (``USERSxSECONDS``) runs locust headless in its own process on
-   ``benchmarks/locustfile.py``: program users query ``POST /v1/api/query`` with an API token at a
+   ``fable_benchmarks/locustfile.py``: program users query ``POST /v1/api/query`` with an API token at a
    random budget among ``--budgets``; people (``--ui-share`` of the users) sign in through the form
    and open the corpus page, a document page and the query page. Each user waits a random
    0 to 2 x ``--think-seconds`` between requests.
@@ -55,14 +55,14 @@ import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from benchmarks import BenchInputError
-from benchmarks.datasets import read_documents, read_queries
-from benchmarks.ingest import index_dataset_document
-from benchmarks.load_servers import server_log_problems, servers
-from benchmarks.metrics import percentile
 from documents.models import Collection, Document
 from documents.selectors import collection_get, document_list
 from documents.services.documents import collection_create, collection_delete, collection_update
+from fable_benchmarks import BenchInputError
+from fable_benchmarks.datasets import read_documents, read_queries
+from fable_benchmarks.ingest import index_dataset_document
+from fable_benchmarks.load_servers import server_log_problems, servers
+from fable_benchmarks.metrics import percentile
 from openfable.api_tokens import token_create
 from openfable.embeddings import get_embedder
 from openfable.errors import ServiceUnavailableError

@@ -41,14 +41,14 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count
 
-from benchmarks import BenchInputError
-from benchmarks.metrics import percentile
 from documents.ingestion.pipeline import TOC_SEPARATOR, NodeRow, embedding_text
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION
 from documents.models import HNSW_INDEX_NAME, Collection, Document
 from documents.selectors import collection_get, document_list, document_nodes
 from documents.services.documents import collection_create, collection_delete, document_create
 from documents.services.trees import document_tree_replace
+from fable_benchmarks import BenchInputError
+from fable_benchmarks.metrics import percentile
 from openfable.embeddings import get_embedder
 from openfable.errors import NotFoundError
 from openfable.tokens import count_tokens

@@ -41,10 +41,14 @@ from typing import Any
 from django.conf import settings
 from django.test import override_settings
 
-from benchmarks import BenchInputError, baselines
-from benchmarks.datasets import BenchQuery, DatasetDocument, read_documents, read_queries
-from benchmarks.ingest import index_dataset_document
-from benchmarks.metrics import (
+from documents.ingestion.tree import LEAF
+from documents.models import Collection
+from documents.selectors import collection_get, document_list, document_nodes
+from documents.services.documents import collection_create, collection_delete
+from fable_benchmarks import BenchInputError, baselines
+from fable_benchmarks.datasets import BenchQuery, DatasetDocument, read_documents, read_queries
+from fable_benchmarks.ingest import index_dataset_document
+from fable_benchmarks.metrics import (
     QueryScore,
     SentenceSplitter,
     mean,
@@ -52,11 +56,7 @@ from benchmarks.metrics import (
     reference_sentences,
     score_sentences,
 )
-from benchmarks.passage_cache import CachedPassageEmbedder
-from documents.ingestion.tree import LEAF
-from documents.models import Collection
-from documents.selectors import collection_get, document_list, document_nodes
-from documents.services.documents import collection_create, collection_delete
+from fable_benchmarks.passage_cache import CachedPassageEmbedder
 from openfable.embeddings import get_embedder
 from openfable.errors import NotFoundError
 from openfable.llm import llm_configured

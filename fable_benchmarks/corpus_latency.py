@@ -27,12 +27,12 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count
 
-from benchmarks import BenchInputError
-from benchmarks.datasets import read_documents, read_queries
-from benchmarks.metrics import percentile
-from benchmarks.retrieval import collection_for, stratified_sample
 from documents.models import Collection, Node, collection_index_name
 from documents.selectors import collection_index_ready, collection_list, document_list
+from fable_benchmarks import BenchInputError
+from fable_benchmarks.datasets import read_documents, read_queries
+from fable_benchmarks.metrics import percentile
+from fable_benchmarks.retrieval import collection_for, stratified_sample
 from retrieval import services
 from retrieval.paths import vector as vector_paths
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import BenchInputError
-from benchmarks.report import budget_label
+from fable_benchmarks import BenchInputError
+from fable_benchmarks.report import budget_label
 
 
 @dataclass(frozen=True)

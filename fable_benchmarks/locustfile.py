@@ -1,6 +1,6 @@
 """The simulated users of `openfable bench-load`, run by locust in its own process (gevent).
 
-Not imported by Django: ``benchmarks.load`` writes a plan (JSON: the API token, the sign-in, the
+Not imported by Django: ``fable_benchmarks.load`` writes a plan (JSON: the API token, the sign-in, the
 collection, query texts, budgets, document ids, think time, the UI users' share) and starts
 ``locust -f`` on this file with ``OPENFABLE_LOAD_PLAN`` naming it. Every request, and every error a
 user's own code raises, is written as one JSON line to the file named by ``OPENFABLE_LOAD_RECORDS``
