@@ -29,10 +29,22 @@ class Collection(models.Model):
         related_name="owned_collections",
     )
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="collections")
+    # Where the owner's documents go when they name no collection (the ownerless one: the
+    # superusers' and the command line's). Bound to the owner, never found by slug, so a
+    # collection someone else made with a look-alike slug can never become it.
+    is_default = models.BooleanField(default=False, editable=False)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner"],
+                condition=Q(is_default=True),
+                nulls_distinct=False,
+                name="collection_one_default_per_owner",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name

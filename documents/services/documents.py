@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,8 @@ from openfable.tokens import count_tokens
 TAG_MAX_CHARS = 100  # Document.tags holds CharField(max_length=100) items
 TITLE_MAX_CHARS = 500
 DEFAULT_COLLECTION_SLUG = "default"
+# The slugs default collections are given; nobody may choose one for a collection of their own.
+RESERVED_SLUG = re.compile(rf"{DEFAULT_COLLECTION_SLUG}(-\d+)*")
 
 
 class DocumentInputError(UserInputError):
@@ -78,6 +81,8 @@ def collection_slug_clean(*, name: str, slug: str = "") -> str:
         raise DocumentInputError(
             f"The slug {slug!r} is all digits; add a letter so it cannot pass for an id."
         )
+    if slug_is_reserved(slug):
+        raise DocumentInputError(f"The slug {slug!r} is kept for default collections; choose another one.")
     if Collection.objects.filter(slug=slug).exists():
         raise DocumentInputError(f"A collection with the slug {slug!r} already exists.", code="conflict")
     return slug
@@ -86,19 +91,42 @@ def collection_slug_clean(*, name: str, slug: str = "") -> str:
 def collection_default(*, user: Any = None) -> Collection:
     """Where documents go when the caller names no collection, made on first use.
 
-    A trusted caller (the command line: ``user=None``) and superusers share "default"; any
-    other user gets a default collection of their own, so their documents stay theirs.
+    A trusted caller (the command line: ``user=None``) and superusers share the ownerless
+    default; any other user gets a default collection of their own, so their documents stay
+    theirs. The default is found by its owner and ``is_default``, never by its slug: a
+    collection another user made with a look-alike slug is never taken for it.
     """
-    if user is None or getattr(user, "is_superuser", False):
-        collection, _ = Collection.objects.get_or_create(
-            slug=DEFAULT_COLLECTION_SLUG, defaults={"name": "Default"}
+    owner = None if user is None or getattr(user, "is_superuser", False) else user
+    existing = Collection.objects.filter(owner=owner, is_default=True).first()
+    if existing is not None:
+        return existing
+    if owner is None:
+        name, slug = "Default", _free_default_slug(DEFAULT_COLLECTION_SLUG)
+    else:
+        name, slug = (
+            f"{owner.get_username()}'s documents",
+            _free_default_slug(f"{DEFAULT_COLLECTION_SLUG}-{owner.pk}"),
         )
-        return collection
+    # get_or_create: two first uploads at once make one default (the unique constraint on
+    # owner and is_default refuses the second insert, which then reads the first).
     collection, _ = Collection.objects.get_or_create(
-        slug=f"{DEFAULT_COLLECTION_SLUG}-{user.pk}",
-        defaults={"name": f"{user.get_username()}'s documents", "owner": user},
+        owner=owner, is_default=True, defaults={"name": name, "slug": slug}
     )
     return collection
+
+
+def _free_default_slug(base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``… when a collection made before slugs were reserved holds it."""
+    slug, suffix = base, 1
+    while Collection.objects.filter(slug=slug).exists():
+        suffix += 1
+        slug = f"{base}-{suffix}"
+    return slug
+
+
+def slug_is_reserved(slug: str) -> bool:
+    """Slugs of the shape default collections get ("default", "default-12", "default-12-2")."""
+    return RESERVED_SLUG.fullmatch(slug) is not None
 
 
 def collection_resolve(value: Collection | str | int | None, *, user: Any = None) -> Collection:
