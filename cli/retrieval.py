@@ -32,7 +32,7 @@ def _handle_query(options: dict[str, Any]) -> dict[str, Any]:
     budget: Any = options.get("budget")
     if budget is None:
         budget = settings.TOKEN_BUDGET_DEFAULT
-    elif isinstance(budget, str) and budget.strip().lstrip("-").isdigit():
+    elif isinstance(budget, str) and budget.strip().lstrip("-").isdecimal():
         budget = int(budget.strip())
     result = retrieve(
         query=options["text"],

@@ -23,7 +23,7 @@ from documents.models import (
     TreeEdit,
     collection_index_name,
 )
-from openfable.errors import NotFoundError
+from openfable.errors import NotFoundError, UserInputError
 
 
 def _sees_everything(user: Any) -> bool:
@@ -74,8 +74,6 @@ def users_named(usernames: Any) -> list[Any]:
     """The users with these usernames, in the order given; ``UserInputError`` names any unknown one."""
     from django.contrib.auth import get_user_model
 
-    from openfable.errors import UserInputError
-
     wanted = [str(name).strip() for name in usernames or [] if str(name).strip()]
     found = {user.get_username(): user for user in get_user_model().objects.filter(username__in=wanted)}
     unknown = [name for name in wanted if name not in found]
@@ -103,6 +101,9 @@ def document_list(
     created_before: Any = None,
 ) -> QuerySet[Document]:
     """Visible documents, newest first, without their text; filters are optional."""
+    for name, value in (("tag", tag), ("search", search)):
+        if isinstance(value, str) and "\x00" in value:  # PostgreSQL text cannot hold NUL
+            raise UserInputError(f"The {name} filter contains a NUL character; remove it.")
     documents = documents_visible(user=user).select_related("collection").defer("content")
     if collection is not None and collection != "":
         documents = documents.filter(collection=collection_get(user=user, collection=collection))
@@ -270,7 +271,8 @@ def corpus_version() -> int:
 
 def as_id(value: object) -> int | None:
     """A primary key, or None; out-of-range numbers would make PostgreSQL raise, not match."""
-    if isinstance(value, str) and value.strip().isdigit():
+    # isdecimal, not isdigit: int() refuses digits such as "³" that isdigit accepts.
+    if isinstance(value, str) and value.strip().isdecimal():
         value = int(value.strip())
     if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
         return value

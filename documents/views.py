@@ -326,7 +326,7 @@ def _number(raw: object, name: str) -> int:
 
 
 def _version(raw: object) -> int | None:
-    return int(str(raw)) if str(raw or "").isdigit() else None
+    return int(str(raw)) if str(raw or "").isdecimal() else None
 
 
 # -- collections ---------------------------------------------------------------------------------

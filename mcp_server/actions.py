@@ -84,7 +84,10 @@ def list_documents(
         user=user, collection=collection or None, tag=tag or None, status=status, search=search or None
     ).order_by("-created", "-id")
     total = documents.count()
-    page = [document_meta(document) for document in documents[offset : offset + limit]]
+    # Past the end the page is empty without asking: PostgreSQL refuses an OFFSET beyond 2**63.
+    page = (
+        [document_meta(document) for document in documents[offset : offset + limit]] if offset < total else []
+    )
     return {
         "count": total,
         "offset": offset,

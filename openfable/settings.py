@@ -274,6 +274,11 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_THROTTLE_CLASSES": ["api.throttling.PerUserRateThrottle"],
+    "DEFAULT_PARSER_CLASSES": [
+        "api.parsers.JSONParser",  # DRF's, with JSON nested too deeply refused as a 400
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_THROTTLE_RATES": {"user": API_THROTTLE_RATE},
     "EXCEPTION_HANDLER": "openfable.http.drf_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

@@ -77,7 +77,7 @@ def _values(source: Any) -> dict[str, Any]:
 
 def _budget(raw: str) -> Any:
     """A whole number when the text is one; otherwise the text, for retrieve() to refuse in words."""
-    return int(raw) if raw.strip().lstrip("-").isdigit() else raw
+    return int(raw) if raw.strip().lstrip("-").isdecimal() else raw
 
 
 def _remember(request: HtmxHttpRequest, values: dict[str, Any]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, time
+from datetime import UTC, datetime, time
 from typing import Any
 
 from django.conf import settings
@@ -11,12 +11,13 @@ from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.pagination import paginate, paginated
+from api.parsers import JSONParser
 from api.serializers import (
     DocumentCreatedSerializer,
     DocumentCreateSerializer,
@@ -200,12 +201,21 @@ class JobDetailView(APIView):
 def _moment(value: str | None, name: str) -> Any:
     if not value:
         return None
-    moment = parse_datetime(value)
-    if moment is None and (day := parse_date(value)) is not None:
-        moment = datetime.combine(day, time.min)
+    refusal = DocumentInputError(
+        f"{name}: {value!r} is not a date (2026-11-30) or a date and time (ISO 8601)."
+    )
+    try:
+        moment = parse_datetime(value)
+        if moment is None and (day := parse_date(value)) is not None:
+            moment = datetime.combine(day, time.min)
+    except ValueError:  # well formed but impossible: 2026-13-45, an offset of 24 hours
+        raise refusal from None
     if moment is None:
-        raise DocumentInputError(
-            f"{name}: {value!r} is not a date (2026-11-30) or a date and time (ISO 8601)."
-        )
+        raise refusal
     # A moment without a zone is read in the server's zone (UTC unless configured).
-    return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+    moment = moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+    try:
+        # In UTC: PostgreSQL refuses the offsets beyond ±15:59 that Python accepts (to ±23:59).
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise DocumentInputError(f"{name}: {value!r} falls outside the years 1 to 9999 in UTC.") from None

@@ -29,6 +29,7 @@ from openfable.tokens import count_tokens
 
 TAG_MAX_CHARS = 100  # Document.tags holds CharField(max_length=100) items
 TITLE_MAX_CHARS = 500
+METADATA_MAX_DEPTH = 20  # levels of objects and lists; real metadata is a level or two
 DEFAULT_COLLECTION_SLUG = "default"
 # The slugs default collections are given; nobody may choose one for a collection of their own.
 RESERVED_SLUG = re.compile(rf"{DEFAULT_COLLECTION_SLUG}(-\d+)*")
@@ -367,17 +368,42 @@ def clean_metadata(metadata: object) -> dict[str, Any]:
     if isinstance(metadata, str):
         try:
             metadata = json.loads(metadata)
+        except RecursionError:
+            raise DocumentInputError(_METADATA_TOO_DEEP) from None
         except ValueError as error:
             raise DocumentInputError(f"The metadata is not valid JSON: {error}.") from None
     if not isinstance(metadata, Mapping):
         raise DocumentInputError(
             f'The metadata must be a JSON object such as {{"source": "web"}}, not {type(metadata).__name__}.'
         )
+    _metadata_check_shape(metadata)
     try:
         # Round-trip: refuses what JSON cannot hold (sets, dates, NaN) and lone surrogates.
         return dict(json.loads(json.dumps(metadata, allow_nan=False, ensure_ascii=False).encode("utf-8")))
     except (TypeError, ValueError, UnicodeEncodeError) as error:
         raise DocumentInputError(f"The metadata cannot be stored as JSON: {error}.") from None
+
+
+_METADATA_TOO_DEEP = (
+    f"The metadata is nested more than {METADATA_MAX_DEPTH} levels deep; flatten it "
+    '(e.g. {"source.site": "web"}).'
+)
+
+
+def _metadata_check_shape(metadata: Mapping[str, Any]) -> None:
+    """Refuse nesting deeper than ``METADATA_MAX_DEPTH`` and NUL characters, walking without
+    recursion: 10,000 levels would overflow the JSON encoder's stack, and PostgreSQL's jsonb
+    cannot hold ``\u0000``."""
+    pending: list[tuple[object, int]] = [(metadata, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, Mapping | list | tuple):
+            if depth > METADATA_MAX_DEPTH:
+                raise DocumentInputError(_METADATA_TOO_DEEP)
+            children = [*value.keys(), *value.values()] if isinstance(value, Mapping) else list(value)
+            pending.extend((child, depth + 1) for child in children)
+        elif isinstance(value, str) and "\x00" in value:
+            raise DocumentInputError(f"The metadata holds a NUL character (in {value[:40]!r}); remove it.")
 
 
 def _clean_title(title: str | None) -> str:

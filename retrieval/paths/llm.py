@@ -302,7 +302,7 @@ def _as_id(value: object) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdecimal():
         return int(value.strip())
     if isinstance(value, float) and value.is_integer():
         return int(value)

@@ -46,6 +46,14 @@ def _query_body(budget: Any, query: str = "facts") -> Callable[[Tree], Any]:
     return lambda tree: {"query": query, "token_budget": budget}
 
 
+def _nested(depth: int) -> dict[str, Any]:
+    """An object ``depth`` levels deep: {"a": {"a": ... {}}}."""
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
 ROWS = [
     Row("empty text", "post", _doc, lambda t: {"text": ""}, 400, "empty"),
     Row("whitespace-only text", "post", _doc, lambda t: {"text": " \n\t \r\n"}, 400, "empty"),
@@ -107,6 +115,64 @@ ROWS = [
         lambda t: f"{API}/collections/nope",
         status=404,
         fragment="no collection",
+    ),
+    Row(
+        "collection id '³' (isdigit, not int)",
+        "get",
+        lambda t: f"{API}/collections/%C2%B3",
+        status=404,
+        fragment="no collection",
+    ),
+    Row("impossible date", "get", _doc, lambda t: {"created_after": "2026-13-45"}, 400, "is not a date"),
+    Row(
+        "impossible moment",
+        "get",
+        _doc,
+        lambda t: {"created_before": "2026-02-30T10:00:00"},
+        400,
+        "is not a date",
+    ),
+    Row(
+        "offset of a day",
+        "get",
+        _doc,
+        lambda t: {"created_after": "2026-01-01T00:00:00+24:00"},
+        400,
+        "is not a date",
+    ),
+    Row(
+        "before year 1 in UTC",
+        "get",
+        _doc,
+        lambda t: {"created_after": "0001-01-01T00:00:00+23:00"},
+        400,
+        "outside the years 1 to 9999",
+    ),
+    Row("tag filter with NUL", "get", _doc, lambda t: {"tag": "a\x00b"}, 400, "NUL character"),
+    Row("search with NUL", "get", _doc, lambda t: {"search": "a\x00b"}, 400, "NUL character"),
+    Row(
+        "metadata 30 levels deep",
+        "post",
+        _doc,
+        lambda t: {"text": "Deep.", "metadata": _nested(30)},
+        400,
+        "nested more than 20 levels",
+    ),
+    Row(
+        "metadata holding NUL",
+        "post",
+        _doc,
+        lambda t: {"text": "Nul.", "metadata": {"source": "a\x00b"}},
+        400,
+        "NUL character",
+    ),
+    Row(
+        "metadata key holding NUL",
+        "post",
+        _doc,
+        lambda t: {"text": "Nul.", "metadata": {"a\x00b": 1}},
+        400,
+        "NUL character",
     ),
     Row("budget 99", "post", _query, _query_body(99), 400, "outside the accepted range"),
     Row("budget 32001", "post", _query, _query_body(32001), 400, "outside the accepted range"),
@@ -280,3 +346,25 @@ def test_prompt_injection_in_a_document_is_stored_and_returned_verbatim(tree: Tr
     plain = client.get(f"{API}/documents/{tree.document.pk}")
     assert got.json()["content"] == INJECTION
     assert set(got.json()) == set(plain.json()), "the text cannot change the shape of the answer"
+
+
+@pytest.mark.parametrize("where", ["metadata", "body"])
+def test_json_nested_ten_thousand_deep_is_refused_in_words(tree: Tree, where: str) -> None:
+    """Python's JSON decoder gives up at about a thousand levels with a RecursionError (a 500)."""
+    deep = "[" * 10_000 + "]" * 10_000
+    raw = '{"text": "Deep.", "metadata": ' + deep + "}" if where == "metadata" else deep
+    before = row_counts()
+    response = _client(tree.owner).post(f"{API}/documents", raw, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    assert "nested too deeply" in response.json()["error"]["message"]
+    assert row_counts() == before
+
+
+@pytest.mark.parametrize("offset", ["+16:00", "-23:59", "+05:30"])
+def test_a_moment_with_any_offset_python_reads_is_compared_in_utc(tree: Tree, offset: str) -> None:
+    """PostgreSQL refuses offsets beyond ±15:59; the moment is the same instant in UTC."""
+    client = _client(tree.owner)
+    before = client.get(f"{API}/documents", {"created_after": f"1990-01-01T00:00:00{offset}"})
+    after = client.get(f"{API}/documents", {"created_after": f"2990-01-01T00:00:00{offset}"})
+    assert before.status_code == 200 and after.status_code == 200, (before.content[:300], after.content[:300])
+    assert before.json()["count"] == 1 and after.json()["count"] == 0

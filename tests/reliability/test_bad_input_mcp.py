@@ -42,6 +42,11 @@ ROWS: list[tuple[str, str, dict[str, Any], str]] = [
     ("delete an unknown document", "delete_document", {"document_id": 999999}, "no document"),
     ("non-numeric document id", "get_document", {"document_id": "lots"}, "document_id"),
     ("list limit 0", "list_documents", {"limit": 0}, "limit"),
+    ("collection '³' (isdigit, not int)", "list_documents", {"collection": "³"}, "no collection"),
+    ("ingest into collection '³'", "ingest_document", {"text": "Hi.", "collection": "³"}, "no collection"),
+    ("query collection '³'", "query", {"query": "facts", "collection": "³"}, "no collection"),
+    ("list tag with NUL", "list_documents", {"tag": "a\x00b"}, "NUL character"),
+    ("list search with NUL", "list_documents", {"search": "a\x00b"}, "NUL character"),
 ]
 
 
@@ -90,3 +95,16 @@ def test_payloads_and_prompt_injection_are_stored_and_returned_verbatim(
     injected, marked = run_async(scenario)
     assert injected["content"] == INJECTION and set(injected) == set(marked), "text cannot reshape the answer"
     assert (marked["title"], marked["tags"], marked["content"]) == (SCRIPT, [SQL], f"Notes {SQL}")
+
+
+def test_an_offset_past_the_end_is_an_empty_page(live_url: str, person: Person) -> None:
+    """10**20 is past any page (and past PostgreSQL's OFFSET, which would refuse it)."""
+
+    async def scenario() -> CallToolResult:
+        async with connect(live_url, "streamable-http", person.key) as client:
+            return await client.call_tool("list_documents", {"offset": 10**20})
+
+    result = run_async(scenario)
+    assert not result.is_error, _text(result)
+    assert isinstance(result.structured_content, dict)
+    assert result.structured_content["documents"] == [] and result.structured_content["next_offset"] is None
