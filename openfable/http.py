@@ -89,7 +89,7 @@ def login_lockout_response(request: HttpRequest, *args: Any) -> HttpResponse:
 
     wait = _duration_text(settings.LOGIN_COOLOFF_SECONDS)
     error = TooManyAttemptsError(
-        f"Too many failed sign-ins for this username from your address. Try again in {wait}, "
+        f"Too many failed sign-ins for this username. Try again in {wait}, "
         "or ask an administrator to unlock it (Admin → Access attempts).",
         details={"retry_after_seconds": settings.LOGIN_COOLOFF_SECONDS},
     )

@@ -116,6 +116,12 @@ def worker_command(python: str = sys.executable) -> list[str]:
 def _web_server_command(python: str, *, host: str, port: str) -> list[str]:
     """uvicorn serving the ASGI app: Django (its static files through WhiteNoise) and the MCP
     endpoints, which need the lifespan on (it runs their session manager)."""
+    from django.conf import settings
+
+    # uvicorn takes the client's address from X-Forwarded-For when the connection comes from
+    # 127.0.0.1, by default: any local program (or a proxy on this host) would choose the address
+    # the sign-in lockout counts. Only OPENFABLE_BEHIND_PROXY=true says a proxy sets that header.
+    proxy_headers = [] if settings.BEHIND_PROXY else ["--no-proxy-headers"]
     return [
         python,
         "-m",
@@ -130,6 +136,7 @@ def _web_server_command(python: str, *, host: str, port: str) -> list[str]:
         # Open SSE streams (MCP clients) would otherwise hold Ctrl-C up until they disconnect.
         "--timeout-graceful-shutdown",
         str(WEB_GRACEFUL_SECONDS),
+        *proxy_headers,
     ]
 
 

@@ -338,19 +338,27 @@ if BEHIND_PROXY:
 # After LOGIN_FAILURE_LIMIT of them that pair is refused, even with the right password, for
 # LOGIN_COOLOFF_SECONDS (each further try starts the wait again); a successful sign-in clears the
 # count. Counting the pair, not the username alone, means nobody elsewhere can lock a person out.
-# Attempts live in the database, so every web worker sees the same count.
+# A guesser changing address on every try is stopped by LOGIN_USERNAME_FAILURE_LIMIT: that many
+# failures for one username from all addresses together refuse it everywhere for the cool-off
+# (openfable.login_lockout). Attempts live in the database, so every web worker sees the same count.
 LOGIN_FAILURE_LIMIT = env.integer("LOGIN_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
+LOGIN_USERNAME_FAILURE_LIMIT = env.integer("LOGIN_USERNAME_FAILURE_LIMIT", 20, minimum=1, maximum=100_000)
 LOGIN_COOLOFF_SECONDS = env.integer("LOGIN_COOLOFF_SECONDS", 900, minimum=1)
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: it refuses a locked-out pair before any check
     "django.contrib.auth.backends.ModelBackend",
 ]
+AXES_HANDLER = "openfable.login_lockout.PairAndUsernameLockoutHandler"
 AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(seconds=LOGIN_COOLOFF_SECONDS)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_CALLABLE = "openfable.http.login_lockout_response"
+# The client's address is REMOTE_ADDR alone unless OPENFABLE_BEHIND_PROXY says a proxy sets
+# X-Forwarded-For (axes' default): a header any client can send must not pick the address that
+# is counted. `make run` also starts uvicorn without its proxy headers then (openfable.runner).
+AXES_IPWARE_META_PRECEDENCE_ORDER: tuple[str, ...] = ("REMOTE_ADDR",)
 if BEHIND_PROXY:
     # Behind the proxy every request comes from the proxy's address: take the client's from the
     # X-Forwarded-For entry the proxy appended (the right-most; the ones left of it are the client's

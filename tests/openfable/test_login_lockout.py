@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -138,3 +139,113 @@ def test_the_limit_and_cool_off_are_settings() -> None:
         timeout=120,
     )
     assert check.returncode != 0 and "OPENFABLE_LOGIN_FAILURE_LIMIT=0 is out of range" in check.stderr
+
+
+def test_failures_from_many_addresses_lock_the_username_everywhere(person: User, settings: Settings) -> None:
+    """A guesser who changes address on every try never reaches the pair's limit; the username's
+    own limit across all addresses stops them, and then the right password is refused everywhere
+    until the cool-off (an administrator can unlock it)."""
+    settings.LOGIN_USERNAME_FAILURE_LIMIT = 8
+    for number in range(settings.LOGIN_USERNAME_FAILURE_LIMIT - 1):
+        assert _sign_in(Client(REMOTE_ADDR=f"203.0.113.{number + 1}"), "/accounts/login/", "wrong") == 200
+    grace = get_user_model().objects.create_user(username="grace", password=PASSWORD)
+    assert _sign_in(Client(REMOTE_ADDR="198.51.100.7"), "/accounts/login/", PASSWORD, username="grace") == 302
+    last = Client(REMOTE_ADDR="203.0.113.99")
+    assert _sign_in(last, "/accounts/login/", "wrong") == 429, "the username's limit is reached"
+    elsewhere = Client(REMOTE_ADDR="198.51.100.7")
+    assert _sign_in(elsewhere, "/accounts/login/", PASSWORD) == 429 and not _signed_in(elsewhere)
+    assert _sign_in(Client(REMOTE_ADDR="198.51.100.7"), "/admin/login/", PASSWORD) == 429
+    assert (
+        grace.is_active
+        and _sign_in(Client(REMOTE_ADDR="203.0.113.99"), "/accounts/login/", PASSWORD, username="grace")
+        == 302
+    ), "other usernames are not touched"
+
+    from axes.utils import reset
+
+    reset(username="ada")
+    assert _sign_in(Client(REMOTE_ADDR="198.51.100.7"), "/accounts/login/", PASSWORD) == 302
+
+
+def test_x_forwarded_for_is_ignored_unless_behind_a_proxy(person: User, settings: Settings) -> None:
+    """With OPENFABLE_BEHIND_PROXY off the address counted is the connection's, whatever header
+    the client sends."""
+    client = Client(REMOTE_ADDR="203.0.113.9")
+    for number in range(settings.LOGIN_FAILURE_LIMIT - 1):
+        assert _sign_in(client, "/accounts/login/", "wrong", HTTP_X_FORWARDED_FOR=f"10.0.0.{number}") == 200
+    assert _sign_in(client, "/accounts/login/", "wrong", HTTP_X_FORWARDED_FOR="10.9.9.9") == 429
+    assert _sign_in(client, "/accounts/login/", PASSWORD, HTTP_X_FORWARDED_FOR="10.8.8.8") == 429
+
+
+def test_make_run_starts_uvicorn_without_proxy_headers_unless_behind_a_proxy(settings: Settings) -> None:
+    from openfable.runner import _web_server_command
+
+    settings.BEHIND_PROXY = False
+    assert "--no-proxy-headers" in _web_server_command("python", host="127.0.0.1", port="8000")
+    settings.BEHIND_PROXY = True
+    assert "--no-proxy-headers" not in _web_server_command("python", host="127.0.0.1", port="8000")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_new_x_forwarded_for_on_each_try_does_not_escape_the_lockout_over_http(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """The web server exactly as `make run` starts it (uvicorn, its own process), reached over
+    HTTP from 127.0.0.1, the address uvicorn trusts proxy headers from by default: a client
+    sending a new X-Forwarded-For on each wrong password is still one address, and is locked out."""
+    import httpx
+    from django.db import connection
+
+    from openfable.runner import _web_server_command
+    from tests.faults.processes import app_environment, free_port, stop_process, wait_for
+
+    assert not settings.BEHIND_PROXY
+    get_user_model().objects.create_user(username="ada", password=PASSWORD)
+    db = connection.settings_dict
+    env = app_environment(
+        database_url=f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}",
+        data_dir=str(tmp_path / "var"),
+        secret_key="test-" + "k" * 50,
+        https="false",
+    )
+    port = free_port()
+    log = (tmp_path / "web.log").open("wb")
+    server = subprocess.Popen(
+        _web_server_command(sys.executable, host="127.0.0.1", port=str(port)),
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def serving() -> bool:
+            try:
+                return httpx.get(f"{base}/accounts/login/", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                assert server.poll() is None, (tmp_path / "web.log").read_text()
+                return False
+
+        wait_for(serving, timeout=90, what="the web server to answer")
+        browser = httpx.Client(base_url=base, timeout=30)
+        browser.get("/accounts/login/")
+
+        def sign_in(password: str, forwarded_for: str) -> int:
+            form = {
+                "username": "ada",
+                "password": password,
+                "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+            }
+            return browser.post(
+                "/accounts/login/", data=form, headers={"X-Forwarded-For": forwarded_for}
+            ).status_code
+
+        statuses = [sign_in("wrong", f"10.0.{n}.{n}") for n in range(settings.LOGIN_FAILURE_LIMIT)]
+        assert statuses == [200] * (settings.LOGIN_FAILURE_LIMIT - 1) + [429], statuses
+        assert sign_in(PASSWORD, "10.99.99.99") == 429, "the right password while locked out"
+    finally:
+        stop_process(server)
+        log.close()
