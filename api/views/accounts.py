@@ -9,11 +9,25 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.serializers import HealthSerializer, TokenCreatedSerializer, TokenCreateSerializer, TokenSerializer
+from api.serializers import (
+    ErrorSerializer,
+    HealthSerializer,
+    TokenCreatedSerializer,
+    TokenCreateSerializer,
+    TokenSerializer,
+)
 from api.views.documents import ERRORS
 from openfable.api_tokens import token_create, token_revoke, tokens_of
-from openfable.errors import NotFoundError
+from openfable.errors import NotFoundError, PermissionDeniedError
 from openfable.health import health
+from openfable.models import ApiToken
+
+# A token that could make tokens would let whoever holds it keep access after it is revoked
+# (or after the password changes): keys are made by a signed-in person, never by a program.
+TOKENS_NEED_A_SESSION = (
+    "An API token cannot make tokens: one made this way would keep working after this one is revoked. "
+    "Sign in and make it on the API tokens page (/accounts/tokens/) or in the admin."
+)
 
 
 class TokenListView(APIView):
@@ -26,9 +40,15 @@ class TokenListView(APIView):
     @extend_schema(
         summary="Make a token; its key is in this answer only",
         request=TokenCreateSerializer,
-        responses={201: TokenCreatedSerializer, **ERRORS},
+        responses={
+            201: TokenCreatedSerializer,
+            403: OpenApiResponse(ErrorSerializer, description="sent with an API token: sign in to make one"),
+            **ERRORS,
+        },
     )
     def post(self, request: Request) -> Response:
+        if isinstance(request.auth, ApiToken):
+            raise PermissionDeniedError(TOKENS_NEED_A_SESSION, code="session_required")
         data = TokenCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         token, key = token_create(user=request.user, name=data.validated_data["name"])
