@@ -69,3 +69,10 @@ class TooManyAttemptsError(UserInputError):
 
     status = 429
     code = "too_many_attempts"
+
+
+class PayloadTooLargeError(UserInputError):
+    """The request body is larger than the server reads (``DATA_UPLOAD_MAX_MEMORY_SIZE``)."""
+
+    status = 413
+    code = "too_large"

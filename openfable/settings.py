@@ -70,6 +70,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Early: an over-size body is refused (413) before the session, CSRF or sign-in read anything.
+    "openfable.request_size.RequestSizeMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -258,7 +260,15 @@ STATIC_ROOT = DATA_DIR / "staticfiles"
 # Serve straight from the source folders too, so a laptop run needs no collectstatic.
 WHITENOISE_USE_FINDERS = True
 exit_on_startup_error(lambda: make_folder(STATIC_ROOT, what="the static files folder"))
-DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_DOCUMENT_BYTES + 1_000_000
+# A request body the server reads: a whole document sent as JSON, however it is escaped. JSON's
+# worst case is six bytes for one (a control character as \u0001; ensure_ascii writes CJK's three
+# UTF-8 bytes as six, 2x; an emoji's four as twelve, 3x), so 6x the document limit lets every
+# document under it through, plus 1 MB for the other fields. A body over it answers 413 in words
+# (openfable.request_size); the REST API, the pages and MCP (mcp_server.asgi) share it. It is
+# read into memory: 31 MB at the 5 MB default.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 6 * MAX_DOCUMENT_BYTES + 1_000_000
+# Uploaded files up to this size stay in memory, larger ones go to a temporary file; a file's own
+# limit is MAX_DOCUMENT_BYTES (no escaping), checked by the forms and the API.
 FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_DOCUMENT_BYTES + 1_000_000
 
 # --- REST API ---------------------------------------------------------------------------

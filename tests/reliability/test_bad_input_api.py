@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 import pytest
+from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from rest_framework.test import APIClient
 
 from documents.models import Document, Node
 from openfable.api_tokens import token_create
+from tests.mcp_server.conftest import Person, live_url, person
 from tests.reliability import INJECTION, ONE_MEGABYTE_QUERY, SCRIPT, SQL, row_counts
 from tests.reliability.conftest import Tree
 
 pytestmark = pytest.mark.django_db
+__all__ = ["live_url", "person"]  # fixtures (a real server for the body-size rows), from the MCP tests
 
 API = "/v1/api"
 SMALL_LIMIT = 100  # MAX_DOCUMENT_BYTES in the size rows; their payloads are 10x over it
@@ -368,3 +373,39 @@ def test_a_moment_with_any_offset_python_reads_is_compared_in_utc(tree: Tree, of
     after = client.get(f"{API}/documents", {"created_after": f"2990-01-01T00:00:00{offset}"})
     assert before.status_code == 200 and after.status_code == 200, (before.content[:300], after.content[:300])
     assert before.json()["count"] == 1 and after.json()["count"] == 0
+
+
+# -- body sizes, over real HTTP (uvicorn, the ASGI handler that reads the body) -----------------
+
+
+def _post(url: str, person: Person, content: bytes | Iterator[bytes]) -> httpx2.Response:
+    headers = {"Authorization": f"Bearer {person.key}", "Content-Type": "application/json"}
+    return httpx2.post(url, content=content, headers=headers, timeout=120)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cjk_document_under_the_limit_is_accepted_as_json(live_url: str, person: Person) -> None:
+    """4.6 MB of CJK (three UTF-8 bytes a character) is 9.2 MB once JSON-escaped (six)."""
+    text = "# 漢字\n\n" + "漢字のテキスト。" * 191_600
+    assert 4_500_000 < len(text.encode("utf-8")) <= settings.MAX_DOCUMENT_BYTES
+    body = json.dumps({"text": text, "collection": "volcanoes"}).encode("ascii")
+    assert len(body) > 9_000_000
+    response = _post(f"{live_url}/v1/api/documents", person, body)
+    assert response.status_code == 202, response.text[:500]
+    assert Document.objects.get(pk=response.json()["document"]["id"]).content == text
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_an_over_size_body_is_413_in_the_json_shape(live_url: str, person: Person, chunked: bool) -> None:
+    size, piece = settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1, 1 << 20
+    body = b'{"text": "' + b"x" * (size - 12) + b'"}'
+    # A generator has no length: httpx sends it chunked, with no Content-Length to go by.
+    content = (body[start : start + piece] for start in range(0, size, piece)) if chunked else body
+    before = row_counts()
+    response = _post(f"{live_url}/v1/api/documents", person, content)
+    assert response.status_code == 413, response.text[:500]
+    error = response.json()["error"]
+    assert error["code"] == "too_large" and set(error) == {"code", "message", "details"}
+    assert f"the server reads at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,}" in error["message"]
+    assert row_counts() == before

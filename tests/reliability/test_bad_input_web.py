@@ -8,7 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 import pytest
+from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client, override_settings
 from django.urls import reverse
@@ -16,10 +18,12 @@ from django.urls import reverse
 from documents.models import Document, Node
 from documents.services.documents import document_create
 from documents.services.trees import node_update
+from tests.mcp_server.conftest import live_url
 from tests.reliability import ESCAPED_SCRIPT, INJECTION, ONE_MEGABYTE_QUERY, SCRIPT, SQL, row_counts
 from tests.reliability.conftest import Tree
 
 pytestmark = pytest.mark.django_db
+__all__ = ["live_url"]  # a real server for the body-size row, from the MCP tests
 
 HOME = reverse("documents:home")
 QUERY = reverse("retrieval:query")
@@ -271,3 +275,20 @@ def test_prompt_injection_in_a_document_is_only_text(tree: Tree) -> None:
     assert Document.objects.get(pk=document.pk).content == INJECTION
     page = _client(tree.owner).get(reverse("documents:detail", args=[document.pk]))
     assert page.status_code == 200 and html.escape(INJECTION) in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_over_size_form_is_413_on_a_readable_page(live_url: str) -> None:
+    """Over real HTTP: Django refused it with a bare 400 or 403 page saying nothing of the size."""
+    size = settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1
+    body = b"text=" + b"x" * (size - 5)
+    response = httpx2.post(
+        f"{live_url}{HOME}",
+        content=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+        timeout=120,
+    )
+    assert response.status_code == 413 and response.headers["Content-Type"].startswith("text/html")
+    page = html.unescape(response.text)
+    assert f"the server reads at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,}" in page
+    assert "Split the document into smaller ones" in page

@@ -1,0 +1,55 @@
+"""Request bodies over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` answered with 413 in words.
+
+Django refuses such a body with ``RequestDataTooBig`` only when something reads it, and then as a
+bare "Bad Request (400)" page, even under /v1/api/. This middleware refuses it first, from the
+size the client declared (or, under ASGI, the size received: a chunked body declares none), with
+the JSON error shape under /v1/api/ and the error page elsewhere; before the session, CSRF and
+authentication, so an over-size body costs nothing more.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+
+from openfable.errors import PayloadTooLargeError
+from openfable.http import user_error_response
+
+
+class RequestSizeMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is not None and (size := _body_size(request)) > limit:
+            return user_error_response(request, too_large(size))
+        return self.get_response(request)
+
+
+def too_large(size: int) -> PayloadTooLargeError:
+    limit = int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0)
+    return PayloadTooLargeError(
+        f"The request body is {size:,} bytes; the server reads at most {limit:,} (room for a document of "
+        f"OPENFABLE_MAX_DOCUMENT_BYTES = {settings.MAX_DOCUMENT_BYTES:,} bytes however its JSON is "
+        "escaped). Split the document into smaller ones.",
+        details={"limit_bytes": limit, "max_document_bytes": settings.MAX_DOCUMENT_BYTES},
+    )
+
+
+def _body_size(request: HttpRequest) -> int:
+    try:
+        size = int(request.META.get("CONTENT_LENGTH") or 0)
+    except (TypeError, ValueError):
+        size = 0
+    # Under ASGI the body has already arrived in a seekable spooled file (Django reads it before
+    # the request exists): its real size counts too, as Django's own check does.
+    stream = getattr(request, "_stream", None)
+    if stream is not None and stream.seekable():
+        position = stream.tell()
+        size = max(size, stream.seek(0, os.SEEK_END))
+        stream.seek(position)
+    return size
