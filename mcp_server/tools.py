@@ -25,6 +25,7 @@ from mcp_server import actions
 from mcp_server.security import TokenUser
 from mcp_server.sync import run_sync
 from openfable.errors import UserInputError
+from openfable.rate_limit import rate_limit_check
 
 # What every tool returns: a CallToolResult whose structured content is a JSON object.
 Answer = Annotated[CallToolResult, dict[str, Any]]
@@ -341,6 +342,8 @@ def build_server() -> MCPServer:
 async def _answer(ctx: Context, work: Callable[..., dict[str, Any]], /, **arguments: Any) -> CallToolResult:
     user = _user(ctx)
     try:
+        # Each call counts against the user's request rate, the same count as the REST API's.
+        await run_sync(rate_limit_check, user=user)
         data = await run_sync(work, user=user, **arguments)
     except UserInputError as error:
         return CallToolResult(

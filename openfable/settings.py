@@ -283,12 +283,13 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.PerUserRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["openfable.rate_limit.PerUserRateThrottle"],  # REST and MCP: one count
+    # JSON bodies only (415 otherwise): a form cannot say null, a number or an object, so it could
+    # not keep to the schema. POST /documents takes a multipart `file` as well (its own parsers).
     "DEFAULT_PARSER_CLASSES": [
         "api.parsers.JSONParser",  # DRF's, with JSON nested too deeply refused as a 400
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
     ],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_THROTTLE_RATES": {"user": API_THROTTLE_RATE},
     "EXCEPTION_HANDLER": "openfable.http.drf_exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

@@ -1,0 +1,55 @@
+"""Request rates per user, one count for the REST API and the MCP tools together.
+
+OPENFABLE_API_THROTTLE_RATE holds for everyone, OPENFABLE_API_THROTTLE_RATES
+("alice=100/minute,ci-bot=10/second") for named users. DRF's throttle keeps the count (a list of
+request times per user in the default cache, under ``throttle_user_<id>``): the REST API runs it
+on every request (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``) and the MCP server on every tool
+call (``rate_limit_check``), so a person throttled on one is throttled on the other.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from rest_framework.throttling import UserRateThrottle
+
+from openfable.errors import TooManyAttemptsError
+
+
+class PerUserRateThrottle(UserRateThrottle):
+    """DRF's per-user throttle with the per-user rates of OPENFABLE_API_THROTTLE_RATES."""
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        user = getattr(request, "user", None)
+        override = (
+            settings.API_THROTTLE_RATES.get(user.get_username()) if user and user.is_authenticated else None
+        )
+        if override:
+            self.rate = override
+            self.num_requests, self.duration = self.parse_rate(override)
+        return super().allow_request(request, view)
+
+
+@dataclass(frozen=True)
+class _Caller:
+    """What the throttle reads of a request: the user (an MCP call has no Django request)."""
+
+    user: Any
+
+
+def rate_limit_check(*, user: Any) -> None:
+    """Count one request of ``user``; ``TooManyAttemptsError`` (429, code ``throttled``) saying when
+    to try again if that is one too many."""
+    throttle = PerUserRateThrottle()
+    if throttle.allow_request(_Caller(user=user), None):
+        return
+    seconds = max(1, math.ceil(throttle.wait() or 1))
+    raise TooManyAttemptsError(
+        f"Too many requests: {throttle.rate} for you through the REST API and MCP together. "
+        f"Try again in {seconds} second{'s' if seconds != 1 else ''}.",
+        code="throttled",
+        details={"retry_after_seconds": seconds},
+    )
