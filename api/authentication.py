@@ -23,7 +23,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         found = token_user(header[1])
         if found is None:
             raise exceptions.AuthenticationFailed(
-                "This token is unknown or was revoked. Make a new one in the web app or the admin."
+                "This token is unknown or was revoked (changing the password revokes every token). "
+                "Make a new one in the web app or the admin."
             )
         return found
 

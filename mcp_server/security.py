@@ -116,8 +116,8 @@ class BearerTokenMiddleware:
                 send,
                 401,
                 "not_authenticated",
-                "Send an API token as `Authorization: Bearer <token>`. Make one in the admin "
-                "(API tokens) or with POST /v1/api/tokens.",
+                "Send an API token as `Authorization: Bearer <token>`. Make one on the web app's "
+                "API tokens page (/accounts/tokens/) or in the admin (API tokens).",
                 challenge="Bearer",
             )
             return
@@ -132,7 +132,8 @@ class BearerTokenMiddleware:
                 send,
                 401,
                 "invalid_token",
-                "This token is unknown or was revoked. Make a new one in the admin or with POST /v1/api/tokens.",
+                "This token is unknown or was revoked (changing the password revokes every token). "
+                "Make a new one on the web app's API tokens page or in the admin.",
                 challenge='Bearer error="invalid_token"',
             )
             return

@@ -50,6 +50,30 @@ def token_revoke(*, token: ApiToken) -> ApiToken:
     return token
 
 
+def tokens_revoke_all(*, user: Any) -> int:
+    """Stop every active token of ``user`` at once; how many there were."""
+    return ApiToken.objects.filter(user=user, revoked__isnull=True).update(revoked=timezone.now())
+
+
+class TokensEndWithThePassword:
+    """A password "validator" (``AUTH_PASSWORD_VALIDATORS``) that checks nothing: Django calls its
+    ``password_changed`` whenever a password is set (the password change and reset pages, the
+    admin, ``changepassword``), and it revokes the person's API tokens then. Someone who changes a
+    password because it leaked expects every way in made with it to close; a token made by
+    whoever held it would otherwise keep working. Django's own re-hashing of a password at
+    sign-in (a stronger hasher after an upgrade) is not a change and revokes nothing."""
+
+    def validate(self, password: str, user: Any = None) -> None:
+        return None
+
+    def password_changed(self, password: str, user: Any = None) -> None:
+        if user is not None and user.pk is not None:
+            tokens_revoke_all(user=user)
+
+    def get_help_text(self) -> str:
+        return "Changing your password revokes your API tokens."
+
+
 def token_user(key: str) -> tuple[Any, ApiToken] | None:
     """The active user and token a key belongs to, or None (unknown, revoked, or the user is inactive)."""
     if not key or not key.startswith(KEY_PREFIX):

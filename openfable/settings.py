@@ -244,8 +244,15 @@ MAX_DOCUMENT_BYTES = env.integer("MAX_DOCUMENT_BYTES", 5_000_000, minimum=1)
 JOB_STALL_SECONDS = env.integer("JOB_STALL_SECONDS", 900, minimum=60)
 
 # --- Web --------------------------------------------------------------------------------
+# Django's usual four, on every place a password is set (the admin, the password change and reset
+# pages, createsuperuser, changepassword); the last one checks nothing but revokes the person's API
+# tokens when the password changes (openfable.api_tokens).
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    {"NAME": "openfable.api_tokens.TokensEndWithThePassword"},
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "documents:home"

@@ -6,12 +6,16 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from openfable.api_tokens import token_create, token_revoke, tokens_of
 from openfable.errors import NotFoundError, UserInputError
 
 
+# never_cache: the answer to the form shows a new key, which no browser or proxy cache may keep
+# (Cache-Control: no-store, as the admin's pages send).
+@never_cache
 @login_required
 def tokens_page(request: HttpRequest) -> HttpResponse:
     context: dict[str, object] = {"tokens": tokens_of(user=request.user)}

@@ -53,7 +53,8 @@ class TokenListView(APIView):
         data.is_valid(raise_exception=True)
         token, key = token_create(user=request.user, name=data.validated_data["name"])
         body = {**TokenSerializer(token).data, "key": key}
-        return Response(body, status=status.HTTP_201_CREATED)
+        # The key is in this answer only: no cache on the way may keep a copy.
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
 
 
 class TokenDetailView(APIView):
