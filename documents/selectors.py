@@ -152,14 +152,22 @@ def with_latest_job(documents: QuerySet[Document]) -> QuerySet[Document]:
     )
 
 
-def document_tags(*, user: Any) -> list[str]:
-    """Every tag on a document the user can see, sorted (for the filters)."""
+# Tags the corpus page offers in its filter: the most used ones (any other can still be typed in
+# the address, ?tag=). Every tag would let one member's documents make every page megabytes long.
+TAG_CHOICES_SHOWN = 200
+
+
+def document_tags(*, user: Any, limit: int = TAG_CHOICES_SHOWN) -> list[str]:
+    """The ``limit`` tags most used on the documents the user can see, sorted (for the filters)."""
     tags = (
         documents_visible(user=user)
         .annotate(tag=Func(F("tags"), function="unnest"))
-        .values_list("tag", flat=True)
+        .values("tag")
+        .annotate(uses=Count("*"))
+        .order_by("-uses", "tag")
+        .values_list("tag", flat=True)[:limit]
     )
-    return sorted(set(tags))
+    return sorted(tags)
 
 
 def document_get(*, user: Any, pk: object) -> Document:

@@ -123,8 +123,14 @@ def _corpus_context(request: HtmxHttpRequest, *, collections: Any, form: UploadF
         "filters": filters,
         "sort": sort,
         "statuses": Document.Status.choices,
-        "tags": selectors.document_tags(user=request.user),
+        "tags": _tag_choices(request, filters["tag"]),
     }
+
+
+def _tag_choices(request: HtmxHttpRequest, chosen: str) -> list[str]:
+    """The filter's tags: the most used ones, and the one chosen even when it is not among them."""
+    tags = selectors.document_tags(user=request.user)
+    return sorted([*tags, chosen]) if chosen and chosen not in tags else tags
 
 
 @login_required

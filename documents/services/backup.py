@@ -24,12 +24,12 @@ from django.db import transaction
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from documents.ingestion.pipeline import NodeRow, embedding_text
-from documents.ingestion.tree import KINDS, LEAF, TreeNode, check_tree
+from documents.ingestion.pipeline import TOC_SEPARATOR, NodeRow, embedding_text
+from documents.ingestion.tree import KINDS, LEAF, MAX_DEPTH, TreeNode, check_tree
 from documents.models import Collection, Document, Node
-from documents.services.documents import collection_create, document_create
+from documents.services.documents import collection_create, document_create, slug_is_reserved
 from documents.services.jobs import check_embedding_dimensions
-from documents.services.trees import document_tree_replace
+from documents.services.trees import NODE_SUMMARY_MAX_CHARS, NODE_TITLE_MAX_CHARS, document_tree_replace
 from openfable.embeddings import Embedder, check_vectors, get_embedder
 from openfable.errors import ConflictError, UserInputError
 from openfable.tokens import count_tokens
@@ -42,6 +42,13 @@ _EXPORT_CHUNK = 50  # documents read (and their nodes prefetched) per round trip
 _DOCUMENT_FIELDS = ("title", "source_filename", "tags", "metadata", "builder", "status", "embedding_model")
 _NODE_FIELDS = ("kind", "depth", "ordinal", "order", "title", "summary", "toc_path", "start_char", "end_char")
 _NODE_FLAGS = ("edited", "excluded")
+# What a node's text fields hold at most: titles and summaries as edits allow them, the path as
+# the deepest tree of the longest titles makes it.
+_NODE_TEXT_LIMITS = {
+    "title": NODE_TITLE_MAX_CHARS,
+    "summary": NODE_SUMMARY_MAX_CHARS,
+    "toc_path": (MAX_DEPTH + 1) * (NODE_TITLE_MAX_CHARS + len(TOC_SEPARATOR)),
+}
 
 
 class BackupFileError(UserInputError):
@@ -147,7 +154,9 @@ def collection_import(
     numbered = enumerate(lines, start=1)
     header = _header(numbered)
     collection = _target_collection(
-        slug=slug or header["collection"]["slug"], name=name or header["collection"]["name"]
+        slug=slug or header["collection"]["slug"],
+        name=name or header["collection"]["name"],
+        chosen=bool(slug),
     )
     carry = header["with_vectors"] and header["embedding"] == {
         "model": embedder.model_name,
@@ -159,7 +168,7 @@ def collection_import(
     for number, text in numbered:
         if not text.strip():
             continue
-        entry = _parse(text, number)
+        entry = _parse(text, number, dimensions=header["embedding"]["dimensions"])
         try:
             restored = _document_import(entry, collection=collection, embedder=embedder, carry=carry)
         except BackupFileError:
@@ -213,13 +222,29 @@ def _header(numbered: Iterator[tuple[int, str]]) -> dict[str, Any]:
             "Line 1: the header lacks the collection (name, slug), the embedding (model, dimensions) "
             "or with_vectors."
         )
+    if "\x00" in collection["name"]:
+        raise BackupFileError("Line 1: the collection's name holds a NUL character.")
     return header
 
 
-def _target_collection(*, slug: str, name: str) -> Collection:
+def _target_collection(*, slug: str, name: str, chosen: bool) -> Collection:
+    """Where the documents go. ``chosen``: the caller named the slug (``--collection``), a new
+    collection or an existing empty one. Otherwise the slug is the file's, and names a collection
+    in this database only by chance: a new one, or an existing empty one of no user (never a
+    user's, who would find the documents in their corpus)."""
     existing = Collection.objects.select_for_update().filter(slug=slug).first()
     if existing is None:
+        if not chosen and slug_is_reserved(slug):
+            # An export of a default collection: its slug is kept for default collections, so
+            # the documents come back in a new collection beside it (the summary names it).
+            slug = _free_slug(f"imported-{slug}")
         return collection_create(name=name, slug=slug)
+    if not chosen and existing.owner_id is not None:
+        raise ConflictError(
+            f"The collection {slug!r} already exists and belongs to a user; without --collection, "
+            "import restores only into a new collection or an empty one of no user. Pass "
+            "--collection with a new slug (or with this one, to restore into that user's collection)."
+        )
     held = existing.documents.count()
     if held:
         raise ConflictError(
@@ -229,14 +254,27 @@ def _target_collection(*, slug: str, name: str) -> Collection:
     return existing
 
 
+def _free_slug(base: str) -> str:
+    slug, suffix = base, 1
+    while Collection.objects.filter(slug=slug).exists():
+        suffix += 1
+        slug = f"{base}-{suffix}"
+    return slug
+
+
 def _json(text: str, number: int) -> Any:
     try:
         return json.loads(text)
+    except RecursionError:
+        raise BackupFileError(
+            f"Line {number} is nested too deeply to read (about a thousand levels or more); an "
+            "export never is."
+        ) from None
     except ValueError as error:
         raise BackupFileError(f"Line {number} is not valid JSON ({error}).") from None
 
 
-def _parse(text: str, number: int) -> dict[str, Any]:
+def _parse(text: str, number: int, *, dimensions: int) -> dict[str, Any]:
     """A document line with every field present and of the right type, its hash checked."""
     entry = _json(text, number)
     if not isinstance(entry, dict):
@@ -257,6 +295,8 @@ def _parse(text: str, number: int) -> dict[str, Any]:
             raise BackupFileError(
                 f"Line {number}: the document's {field!r} is missing or not a {kind.__name__}."
             )
+        if kind is str and field != "content" and "\x00" in entry[field]:
+            raise BackupFileError(f"Line {number}: the document's {field!r} holds a NUL character.")
     if hashlib.sha256(entry["content"].encode("utf-8", "surrogatepass")).hexdigest() != entry["content_hash"]:
         raise BackupFileError(
             f"Line {number}: the content of {entry['title']!r} does not match its content_hash; the file "
@@ -265,11 +305,11 @@ def _parse(text: str, number: int) -> dict[str, Any]:
     if entry["builder"] not in {"", *Document.Builder.values}:
         raise BackupFileError(f"Line {number}: unknown builder {entry['builder']!r}.")
     if entry["nodes"]:
-        _check_rows(entry, number)
+        _check_rows(entry, number, dimensions=dimensions)
     return entry
 
 
-def _check_rows(entry: dict[str, Any], number: int) -> None:
+def _check_rows(entry: dict[str, Any], number: int, *, dimensions: int) -> None:
     """Rebuild the tree from its rows and check it as ingestion does (``check_tree``)."""
     built: list[TreeNode] = []
     for index, row in enumerate(entry["nodes"]):
@@ -282,6 +322,16 @@ def _check_rows(entry: dict[str, Any], number: int) -> None:
                 raise BackupFileError(f"{where}: {field!r} is missing or of the wrong type.")
         if not all(isinstance(row.get(flag), bool) for flag in _NODE_FLAGS):
             raise BackupFileError(f"{where}: 'edited' and 'excluded' must be true or false.")
+        for field, limit in _NODE_TEXT_LIMITS.items():
+            if len(row[field]) > limit:
+                raise BackupFileError(
+                    f"{where}: its {field} is {len(row[field]):,} characters; a node's {field} holds "
+                    f"at most {limit:,}."
+                )
+            if "\x00" in row[field]:
+                raise BackupFileError(f"{where}: its {field} holds a NUL character.")
+        if row.get("embedding") is not None:
+            _check_vector(row["embedding"], dimensions=dimensions, where=where)
         if row["kind"] not in KINDS:
             raise BackupFileError(f"{where}: unknown kind {row['kind']!r}.")
         if row["order"] != index:
@@ -318,6 +368,34 @@ def _check_rows(entry: dict[str, Any], number: int) -> None:
         raise BackupFileError(
             f"Line {number}: the tree of {entry['title']!r} is not valid: {error}."
         ) from None
+
+
+def _check_vector(vector: object, *, dimensions: int, where: str) -> None:
+    """A vector a query can be compared with: ``dimensions`` finite numbers, not all zero (a zero
+    vector has no direction: its cosine is NaN, and every query on the collection would fail)."""
+    if not isinstance(vector, list) or not all(
+        isinstance(value, int | float) and not isinstance(value, bool) for value in vector
+    ):
+        raise BackupFileError(f"{where}: its embedding must be a list of numbers.")
+    if len(vector) != dimensions:
+        raise BackupFileError(
+            f"{where}: its embedding has {len(vector)} numbers; the header says {dimensions}."
+        )
+    try:
+        with np.errstate(over="ignore", under="ignore"):
+            stored = np.asarray(vector, dtype=np.float64).astype(np.float32)  # as pgvector holds it
+            # pgvector sums the squares in single precision for the cosine: it must be a number above 0.
+            length = np.sum(stored * stored, dtype=np.float32)
+    except OverflowError:  # an integer beyond any float
+        stored, length = np.array([np.inf]), np.float32(np.inf)
+    if not np.isfinite(stored).all():
+        raise BackupFileError(f"{where}: its embedding holds NaN, infinite or too large numbers.")
+    if not 0 < length < np.inf:
+        raise BackupFileError(
+            f"{where}: its embedding is all zeros (or so small or large that its length is), which no "
+            "query can be compared with. Export the collection again, or remove the embedding and "
+            "it is computed on import."
+        )
 
 
 def _document_import(

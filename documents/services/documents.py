@@ -28,6 +28,10 @@ from openfable.errors import ConflictError, UserInputError
 from openfable.tokens import count_tokens
 
 TAG_MAX_CHARS = 100  # Document.tags holds CharField(max_length=100) items
+# Tags a document carries, and their characters together: every tag reaches the corpus page's
+# filter and each query's tag check (100,000 tags made the page 7 MB and 6 s).
+TAGS_MAX_COUNT = 50
+TAGS_MAX_TOTAL_CHARS = 2_000
 TITLE_MAX_CHARS = 500
 METADATA_MAX_DEPTH = 20  # levels of objects and lists; real metadata is a level or two
 DEFAULT_COLLECTION_SLUG = "default"
@@ -342,7 +346,7 @@ def _clean_text(content: str | bytes | None, *, filename: str) -> str:
 
 
 def clean_tags(tags: Iterable[str] | str | None) -> list[str]:
-    """Tags sorted and without repeats; an over-long or non-text tag is refused, never cut."""
+    """Tags sorted and without repeats; an over-long or non-text tag, or too many, is refused, never cut."""
     if tags is None:
         return []
     if isinstance(tags, str):
@@ -356,8 +360,20 @@ def clean_tags(tags: Iterable[str] | str | None) -> list[str]:
             raise DocumentInputError(
                 f"The tag {tag[:40]!r}… is {len(tag)} characters; tags hold at most {TAG_MAX_CHARS}."
             )
+        if "\x00" in tag:
+            raise DocumentInputError(f"The tag {tag[:40]!r} contains a NUL character; remove it.")
         if tag:
             cleaned.add(tag)
+    if len(cleaned) > TAGS_MAX_COUNT:
+        raise DocumentInputError(
+            f"{len(cleaned):,} tags; a document carries at most {TAGS_MAX_COUNT}. Keep the ones you "
+            "filter by (the rest can go in the metadata)."
+        )
+    if (total := sum(len(tag) for tag in cleaned)) > TAGS_MAX_TOTAL_CHARS:
+        raise DocumentInputError(
+            f"The tags hold {total:,} characters together; a document's tags hold at most "
+            f"{TAGS_MAX_TOTAL_CHARS:,}. Use fewer or shorter tags (the rest can go in the metadata)."
+        )
     return sorted(cleaned)
 
 
@@ -416,6 +432,8 @@ def _clean_title(title: str | None) -> str:
         raise DocumentInputError(
             f"The title is {len(title)} characters; titles hold at most {TITLE_MAX_CHARS}."
         )
+    if "\x00" in title:
+        raise DocumentInputError("The title contains a NUL character; remove it.")
     return title
 
 

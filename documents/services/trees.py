@@ -25,6 +25,9 @@ from documents.services.history import edit_session_open, edit_session_save
 from openfable.celery import queue_task
 
 NODE_TITLE_MAX_CHARS = 500
+# A summary is asked for in 1-3 sentences (about 80 words); this is ten times that, and keeps one
+# node from filling the LLM's prompts, its embedding text and every export.
+NODE_SUMMARY_MAX_CHARS = 4_000
 
 
 def corpus_version_bump() -> int:
@@ -91,7 +94,7 @@ def document_tree_replace(
                 ordinal=row.ordinal,
                 order=row.order,
                 title=row.title[:NODE_TITLE_MAX_CHARS],
-                summary=row.summary,
+                summary=row.summary[:NODE_SUMMARY_MAX_CHARS],
                 toc_path=row.toc_path,
                 start_char=row.start_char,
                 end_char=row.end_char,
@@ -204,6 +207,10 @@ def node_texts_clean(*, kind: str, title: object, summary: object) -> tuple[str,
     if len(title) > NODE_TITLE_MAX_CHARS:
         raise NodeEditError(
             f"The title is {len(title)} characters; titles hold at most {NODE_TITLE_MAX_CHARS}."
+        )
+    if len(summary) > NODE_SUMMARY_MAX_CHARS:
+        raise NodeEditError(
+            f"The summary is {len(summary):,} characters; summaries hold at most {NODE_SUMMARY_MAX_CHARS:,}."
         )
     if kind != LEAF and not title:
         raise NodeEditError("A section needs a title: it names the section in the table of contents.")

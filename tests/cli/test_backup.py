@@ -14,13 +14,13 @@ import pytest
 from documents.ingestion.pipeline import embedding_text
 from documents.models import Collection, Document, DocumentTerm, Node
 from documents.services import backup
-from documents.services.documents import document_create
+from documents.services.documents import collection_default, document_create
 from documents.services.edits import node_exclude
 from documents.services.reembed import nodes_embed_stale
 from documents.services.trees import node_update
 from openfable.embeddings import Embedder, get_embedder
 from tests.cli import run_openfable
-from tests.factories import CollectionFactory
+from tests.factories import CollectionFactory, UserFactory
 from tests.trees import hash_embed, sec, sec_text, sec_tree, tree_save
 
 pytestmark = pytest.mark.django_db
@@ -221,3 +221,35 @@ def test_refuses_a_bad_file_naming_the_line_and_writing_nothing(source: Collecti
     answer = _refused(path, "--collection", "copy")
     assert "Line 3" in answer["error"] and "gap or overlap" in answer["error"]
     assert not Collection.objects.filter(slug="copy").exists()
+
+
+def test_without_collection_import_never_restores_into_a_users_collection(
+    source: Collection, tmp_path: Path
+) -> None:
+    """An empty collection of the export's slug that a user owns (theirs, or made to catch it) is
+    refused: the documents would land in that user's corpus. --collection names it on purpose."""
+    path = _export(tmp_path, "--with-vectors")
+    source.documents.all().delete()
+    source.owner = UserFactory.create()
+    source.save(update_fields=["owner"])
+    answer = _refused(path)
+    assert answer["code"] == "conflict" and "belongs to a user" in answer["error"], answer
+    assert "--collection" in answer["error"]
+    status, answer = run_openfable("import", str(path), "--collection", "volcanoes")
+    assert status == 0 and answer["collection"] == "volcanoes" and answer["documents"] == 2, answer
+
+
+def test_an_export_of_a_default_collection_imports_under_a_free_slug(tmp_path: Path) -> None:
+    """Default slugs are kept for default collections: the copy gets a slug of its own."""
+    user = UserFactory.create()
+    default = collection_default(user=user)
+    document_create(collection=default, content=sec_text(TIDES), title="Tides", queue=False)
+    path = tmp_path / "default.jsonl"
+    status, answer = run_openfable("export", default.slug, "--output", str(path))
+    assert status == 0, answer
+    slug = default.slug
+    default.delete()
+    status, answer = run_openfable("import", str(path))
+    assert status == 0 and answer["collection"] == f"imported-{slug}", answer
+    restored = Collection.objects.get(slug=f"imported-{slug}")
+    assert restored.owner is None and not restored.is_default and restored.documents.count() == 1

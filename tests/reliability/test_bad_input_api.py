@@ -51,6 +51,11 @@ def _query_body(budget: Any, query: str = "facts") -> Callable[[Tree], Any]:
     return lambda tree: {"query": query, "token_budget": budget}
 
 
+def _tags(count: int, length: int = 4) -> list[str]:
+    """``count`` different tags of ``length`` characters."""
+    return [f"{index:0{length}d}" for index in range(count)]
+
+
 def _nested(depth: int) -> dict[str, Any]:
     """An object ``depth`` levels deep: {"a": {"a": ... {}}}."""
     value: dict[str, Any] = {}
@@ -178,6 +183,47 @@ ROWS = [
         lambda t: {"text": "Nul.", "metadata": {"a\x00b": 1}},
         400,
         "NUL character",
+    ),
+    Row("51 tags", "post", _doc, lambda t: {"text": "Tags.", "tags": _tags(51)}, 400, "at most 50"),
+    Row(
+        "tags of 2,475 characters together",
+        "post",
+        _doc,
+        lambda t: {"text": "Tags.", "tags": _tags(25, 99)},
+        400,
+        "at most 2,000",
+    ),
+    Row(
+        "51 tags on an edit",
+        "patch",
+        lambda t: f"{API}/documents/{t.document.pk}",
+        lambda t: {"tags": _tags(51)},
+        400,
+        "at most 50",
+    ),
+    Row(
+        "query filtered by 51 tags",
+        "post",
+        _query,
+        lambda t: {"query": "facts", "tags": _tags(51)},
+        400,
+        "Filter by fewer tags",
+    ),
+    Row(
+        "query filtered by a 1 MB tag",
+        "post",
+        _query,
+        lambda t: {"query": "facts", "tags": ["t" * 1_000_000]},
+        400,
+        "tags hold at most 100",
+    ),
+    Row(
+        "node summary of 4,001 characters",
+        "patch",
+        lambda t: f"{API}/nodes/{t.alpha.pk}",
+        lambda t: {"summary": "s" * 4001},
+        400,
+        "summaries hold at most 4,000",
     ),
     Row("budget 99", "post", _query, _query_body(99), 400, "outside the accepted range"),
     Row("budget 32001", "post", _query, _query_body(32001), 400, "outside the accepted range"),

@@ -46,6 +46,15 @@ ROWS: list[tuple[str, str, dict[str, Any], str]] = [
     ("ingest into collection '³'", "ingest_document", {"text": "Hi.", "collection": "³"}, "no collection"),
     ("query collection '³'", "query", {"query": "facts", "collection": "³"}, "no collection"),
     ("list tag with NUL", "list_documents", {"tag": "a\x00b"}, "NUL character"),
+    ("51 tags", "ingest_document", {"text": "Hi.", "tags": [f"t{i}" for i in range(51)]}, "at most 50"),
+    ("tag with NUL", "ingest_document", {"text": "Hi.", "tags": ["a\x00b"]}, "NUL character"),
+    ("title with NUL", "ingest_document", {"text": "Hi.", "title": "a\x00b"}, "NUL character"),
+    (
+        "query filtered by 51 tags",
+        "query",
+        {"query": "facts", "tags": [f"t{i}" for i in range(51)]},
+        "Filter by fewer tags",
+    ),
     ("list search with NUL", "list_documents", {"search": "a\x00b"}, "NUL character"),
 ]
 
