@@ -114,6 +114,26 @@ class CollectionAdmin(SavedByServiceMixin, admin.ModelAdmin):
 # -- documents ------------------------------------------------------------------------------------
 
 
+class _MetadataField(forms.JSONField):
+    """Django's JSON form field, refusing JSON nested past Python's decoder limit in words: its
+    ``RecursionError`` is no ``JSONDecodeError``, and escaped as a 500 (parsing, and again when
+    the refused form is shown back)."""
+
+    _too_deep = "The metadata is nested too deeply to read (about a thousand levels or more); flatten it."
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise forms.ValidationError(self._too_deep) from None
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:
+            return forms.fields.InvalidJSONInput(data)
+
+
 class DocumentAddForm(forms.ModelForm):
     """What a person gives to add a document; checked by the same rules as every other surface."""
 
@@ -132,6 +152,7 @@ class DocumentAddForm(forms.ModelForm):
     class Meta:
         model = Document
         fields = ["collection", "title", "content", "metadata"]
+        field_classes = {"metadata": _MetadataField}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -160,6 +181,7 @@ class DocumentChangeForm(forms.ModelForm):
     class Meta:
         model = Document
         fields = ["title", "metadata"]
+        field_classes = {"metadata": _MetadataField}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -105,6 +105,9 @@ def test_a_second_document_in_the_same_collection_is_no_500(admin_client: Client
         ("x" * 21, {}, "the limit is 20"),
         ("   ", {}, "The document is empty"),
         ("fine", {"tags_text": "t" * 101}, "tags hold at most 100"),
+        ("fine", {"tags_text": ",".join(f"t{i}" for i in range(51))}, "at most 50"),
+        ("fine", {"metadata": "[" * 10_000 + "]" * 10_000}, "nested too deeply to read"),
+        ("fine", {"metadata": '{"a": "b\\u0000c"}'}, "NUL character"),
     ],
 )
 def test_bad_input_is_refused_with_the_services_words(
