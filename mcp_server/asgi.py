@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from django.conf import settings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_server.security import BearerTokenMiddleware, allowed_hosts, send_error, transport_security
@@ -46,7 +48,56 @@ def with_mcp(django_app: Callable[..., Awaitable[None]]) -> ASGIApp:
         transport_security=security,
         max_request_body_size=body_limit,
     )
-    return _App(django=django_app, streamable=streamable, sse=sse)
+    return _App(django=django_app, streamable=streamable, sse=_CompleteSse(sse, security=security))
+
+
+class _CompleteSse:
+    """The SDK's SSE app, made to finish every response it starts, so that uvicorn's log stays clean.
+
+    Two of its paths otherwise end in "Exception in ASGI application": a stream refused for its
+    Origin (the SDK sends its 403, then raises to leave the handler), and a server shutting down
+    with a stream open (sse-starlette stops the stream without its last body message, then the
+    SDK's route starts a second, empty response on the same request). Here the refusal is answered
+    before the SDK sees the request, with the project's error body; and a stream the SDK left open
+    is ended with an empty last body message, whatever the SDK sends after that being dropped.
+    """
+
+    def __init__(self, app: ASGIApp, *, security: TransportSecuritySettings) -> None:
+        self.app = app
+        self.security = TransportSecurityMiddleware(security)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] == "GET":
+            refusal = await self.security.validate_request(Request(scope, receive), is_post=False)
+            if refusal is not None:
+                code = {403: "invalid_origin", 421: "invalid_host"}.get(refusal.status_code, "bad_request")
+                reason = bytes(refusal.body).decode(errors="replace")
+                await send_error(
+                    send,
+                    refusal.status_code,
+                    code,
+                    f"{reason}: this server takes MCP streams only from its own site "
+                    "(the names in OPENFABLE_ALLOWED_HOSTS).",
+                )
+                return
+        started = ended = False
+
+        async def finishing_send(message: Message) -> None:
+            nonlocal started, ended
+            if ended:
+                return  # the response is complete: a later one has no request to answer
+            if message["type"] == "http.response.start" and started:
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            started = started or message["type"] == "http.response.start"
+            ended = message["type"] == "http.response.body" and not message.get("more_body", False)
+            await send(message)
+
+        await self.app(scope, receive, finishing_send)
+        if started and not ended:
+            await finishing_send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class _App:
