@@ -159,6 +159,30 @@ def is_running(data_dir: Path) -> bool:
     return (data_dir.expanduser().resolve() / "postmaster.pid").exists()
 
 
+def postmaster_pid(data_dir: Path) -> int | None:
+    """The pid ``postmaster.pid`` names (alive or not); None without that file."""
+    try:
+        return int((data_dir.expanduser().resolve() / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+
+
+def live_postmaster(data_dir: Path) -> int | None:
+    """The pid of the postmaster that ``postmaster.pid`` names, if that process is alive; else None.
+
+    A postmaster killed outright (SIGKILL, the out-of-memory killer) leaves its pid file behind,
+    so ``is_running`` still says yes; this asks the process table. A zombie counts as dead: it
+    serves nothing.
+    """
+    import psutil  # pgserver's own dependency
+
+    pid = postmaster_pid(data_dir)
+    try:
+        return pid if pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE else None
+    except psutil.Error:
+        return None
+
+
 def stop(data_dir: Path) -> None:
     """Stop the cluster cleanly (fast shutdown: active sessions are rolled back)."""
     _quiet_pgserver_imports()

@@ -2,8 +2,9 @@
 
 Starts the embedded PostgreSQL (through settings), migrates, creates a local admin account
 on the first run (printing its login once), then runs the web server (uvicorn serving the
-ASGI app: Django and the MCP endpoints) and a Celery worker side by side. Ctrl-C stops all
-of it, the database included.
+ASGI app: Django and the MCP endpoints) and a Celery worker side by side. It watches the three
+(the embedded database too): a part that dies is started again, one that keeps dying stops
+everything. Ctrl-C stops all of it, the database included.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from types import FrameType
 
 import django
+import psutil
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
+
+from openfable.embedded_db import live_postmaster, postmaster_pid, stop
 
 SHUTDOWN_GRACE_SECONDS = 15
 MAX_RESTARTS = 5  # a part that dies this often within RESTART_WINDOW_SECONDS stops everything
@@ -47,7 +52,8 @@ def main() -> int:
         "worker": worker_command(python),
     }
     children = {name: _start(name, command) for name, command in commands.items()}
-    restarts: dict[str, list[float]] = {name: [] for name in commands}
+    restarts: dict[str, list[float]] = {name: [] for name in [*commands, "database"]}
+    database_dir = None if settings.DATABASE_URL else settings.EMBEDDED_DATABASE_DIR
     print(
         f"\nOpenFable is running at http://{host}:{port}/  (admin: http://{host}:{port}/admin/)", flush=True
     )
@@ -64,29 +70,21 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _request_stop)
     exit_code = 0
     while not stopping:
+        # The embedded database is a part like the others: killed, it is started again (the web
+        # server and the worker reconnect on their next query), by the same rule.
+        if database_dir is not None and live_postmaster(database_dir) is None:
+            if not _may_restart("database", restarts, status="stopped"):
+                exit_code, stopping = 1, True
+                break
+            _restart_database(database_dir)
         for name, child in list(children.items()):
             if child.poll() is None or stopping:
                 continue
             # A part that died is started again (the database and the other part keep running);
             # one that keeps dying is a fault to fix, not to hide: then everything stops.
-            recent = [
-                moment for moment in restarts[name] if time.monotonic() - moment < RESTART_WINDOW_SECONDS
-            ]
-            if len(recent) >= MAX_RESTARTS:
-                print(
-                    f"The {name} exited with status {child.returncode} {MAX_RESTARTS} times within "
-                    f"{RESTART_WINDOW_SECONDS} s; stopping. Its output above says why.",
-                    file=sys.stderr,
-                )
-                exit_code = 1
-                stopping = True
+            if not _may_restart(name, restarts, status=f"exited with status {child.returncode}"):
+                exit_code, stopping = 1, True
                 break
-            print(
-                f"The {name} exited with status {child.returncode}; starting it again.",
-                file=sys.stderr,
-                flush=True,
-            )
-            restarts[name] = [*recent, time.monotonic()]
             children[name] = _start(name, commands[name])
         time.sleep(0.3)
 
@@ -94,12 +92,57 @@ def main() -> int:
     if not settings.DATABASE_URL:
         from django.db import connections
 
-        from openfable.embedded_db import stop
-
         connections.close_all()
         stop(settings.EMBEDDED_DATABASE_DIR)
     print("OpenFable stopped.", flush=True)
     return exit_code
+
+
+def _may_restart(name: str, restarts: dict[str, list[float]], *, status: str) -> bool:
+    """Note a restart of ``name``; False (said why) when it already needed MAX_RESTARTS of them
+    within RESTART_WINDOW_SECONDS."""
+    now = time.monotonic()
+    recent = [moment for moment in restarts[name] if now - moment < RESTART_WINDOW_SECONDS]
+    if len(recent) >= MAX_RESTARTS:
+        print(
+            f"The {name} {status} {MAX_RESTARTS} times within {RESTART_WINDOW_SECONDS} s; stopping. "
+            "Its output above says why.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return False
+    print(f"The {name} {status}; starting it again.", file=sys.stderr, flush=True)
+    restarts[name] = [*recent, now]
+    return True
+
+
+def _restart_database(data_dir: Path) -> None:
+    # The dead postmaster must be gone from the process table first (a zombie until its parent
+    # reaps it): pgserver and PostgreSQL's own lock file would take it for a running server.
+    dead = postmaster_pid(data_dir)
+    deadline = time.monotonic() + 10
+    while dead is not None and psutil.pid_exists(dead) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    # In a child process, as each part's own start-up does: pgserver keeps one handle per data
+    # folder in a process, and the one in this process still believes the old postmaster runs.
+    script = (
+        "import sys; from pathlib import Path; from openfable.embedded_db import ensure_running\n"
+        "from openfable.startup import StartupError\n"
+        "try:\n    ensure_running(Path(sys.argv[1]))\n"
+        "except StartupError as error:\n    sys.exit(str(error))"
+    )
+    try:
+        started = subprocess.run(
+            [sys.executable, "-c", script, str(data_dir)], capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired:
+        started = None
+    if started is None or started.returncode != 0:
+        # Counted as a restart: the next turn tries again, and gives up by the same rule.
+        said = (started.stderr.strip().splitlines() or ["(no output)"])[-1] if started else "timed out"
+        print(f"The database did not start again: {said}", file=sys.stderr, flush=True)
+        return
+    print(f"Started the database (pid {live_postmaster(data_dir)}).", flush=True)
 
 
 def _start(name: str, command: list[str]) -> subprocess.Popen[bytes]:

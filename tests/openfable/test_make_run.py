@@ -1,14 +1,20 @@
 """`make run` boots the whole stack on a fresh data folder, serves pages, static files and the MCP
-endpoint (uvicorn serving the ASGI app), starts a part that died again, and stops cleanly."""
+endpoint (uvicorn serving the ASGI app), starts a part that died again (the worker, the embedded
+database), and stops cleanly."""
 
 from __future__ import annotations
 
+import http.cookiejar
 import os
+import queue
+import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -25,20 +31,71 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_for_line(process: subprocess.Popen[str], needle: str, timeout: float) -> list[str]:
-    lines: list[str] = []
-    deadline = time.monotonic() + timeout
-    assert process.stdout is not None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            if process.poll() is not None:
+class _Output:
+    """The lines a process prints, read on a thread of their own: a wait for a line that never
+    comes ends at its timeout instead of blocking in ``readline`` for as long as the pipe is open."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        self.stream = process.stdout
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        for line in self.stream:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, needle: str, timeout: float) -> list[str]:
+        """The lines up to the first holding ``needle``."""
+        lines: list[str] = []
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
                 break
-            continue
-        lines.append(line)
-        if needle in line:
-            return lines
-    raise AssertionError(f"never saw {needle!r}; output:\n{''.join(lines)}")
+            if line is None:
+                break
+            lines.append(line)
+            self.seen.append(line)
+            if needle in line:
+                return lines
+        raise AssertionError(f"never saw {needle!r}; output:\n{''.join(lines)}")
+
+    def rest(self) -> str:
+        """Everything printed, once the process has ended."""
+        self.thread.join(timeout=30)
+        while (line := self.lines.get_nowait() if not self.lines.empty() else None) is not None:
+            self.seen.append(line)
+        return "".join(self.seen)
+
+
+def _signed_in(base_url: str, username: str, password: str) -> urllib.request.OpenerDirector:
+    """An opener holding a session cookie (sessions live in the database)."""
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    with opener.open(f"{base_url}/accounts/login/", timeout=10) as response:
+        page = response.read().decode()
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert csrf, page
+    form = {"username": username, "password": password, "csrfmiddlewaretoken": csrf.group(1)}
+    with opener.open(
+        f"{base_url}/accounts/login/", urllib.parse.urlencode(form).encode(), timeout=10
+    ) as response:
+        assert "/accounts/login/" not in response.url, "signed in"
+    return opener
+
+
+def _home_status(opener: urllib.request.OpenerDirector, base_url: str) -> int:
+    try:
+        with opener.open(f"{base_url}/", timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+    except OSError:
+        return 0
 
 
 def test_make_run_serves_the_home_page_and_admin_then_stops(tmp_path: Path) -> None:
@@ -55,8 +112,9 @@ def test_make_run_serves_the_home_page_and_admin_then_stops(tmp_path: Path) -> N
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    printed = _Output(process)
     try:
-        lines = _wait_for_line(process, "OpenFable is running at", timeout=240)
+        lines = printed.wait_for("OpenFable is running at", timeout=240)
         assert any("Log in as  admin / " in line for line in lines), "first run prints the admin login"
         body = ""
         for _ in range(60):
@@ -86,15 +144,35 @@ def test_make_run_serves_the_home_page_and_admin_then_stops(tmp_path: Path) -> N
             int(line.split("pid ")[1].rstrip(").\n")) for line in lines if "Started the worker" in line
         )
         os.kill(worker_pid, signal.SIGKILL)
-        again = _wait_for_line(process, "Started the worker", timeout=30)
+        again = printed.wait_for("Started the worker", timeout=30)
         assert any("The worker exited with status -9; starting it again." in line for line in again)
         new_pid = int(again[-1].split("pid ")[1].rstrip(").\n"))
         assert new_pid != worker_pid
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=5) as response:
             assert response.status == 200
+
+        # The embedded database killed outright is started again too, and the pages answer
+        # (the signed-in home page reads the session and the documents from the database).
+        password = next(line for line in lines if "Log in as  admin / " in line).split(" / ")[1].strip()
+        base_url = f"http://127.0.0.1:{port}"
+        opener = _signed_in(base_url, "admin", password)
+        assert _home_status(opener, base_url) == 200
+        pid_file = data_dir / "postgres" / "postmaster.pid"
+        postmaster = int(pid_file.read_text().split("\n", 1)[0])
+        os.kill(postmaster, signal.SIGKILL)
+        again = printed.wait_for("Started the database", timeout=60)
+        assert any("The database stopped; starting it again." in line for line in again), again
+        assert int(pid_file.read_text().split("\n", 1)[0]) != postmaster
+        deadline = time.monotonic() + 30
+        while _home_status(opener, base_url) != 200 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _home_status(opener, base_url) == 200, (
+            "a query answers again, without restarting the web server"
+        )
     finally:
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-        output, _ = process.communicate(timeout=90)
+        process.wait(timeout=90)
+    output = printed.rest()
     # make itself re-raises the SIGINT it received once its child has finished.
     assert process.returncode in (0, -signal.SIGINT), output
     assert "OpenFable stopped." in output
