@@ -41,7 +41,11 @@ def register(subparsers: Any) -> None:
     )
     restore.add_argument("path", metavar="PATH", help="the exported file, or - for standard input")
     restore.add_argument(
-        "--collection", metavar="SLUG", default="", help="the target collection (default: the exported slug)"
+        "--collection",
+        metavar="SLUG",
+        default="",
+        help="the target collection, new or empty (default: the exported slug when no collection has it "
+        "or an empty one of no user does; a default collection's export comes back as imported-SLUG)",
     )
     restore.add_argument(
         "--name", default="", help="its name when it is created (default: the exported name)"

@@ -145,7 +145,8 @@ def collection_import(
 ) -> ImportResult:
     """Restore an export into a new collection (or an existing empty one); one transaction.
 
-    ``slug`` / ``name`` default to the exported collection's. Vectors in the file are kept when
+    ``slug`` / ``name`` default to the exported collection's (then an existing collection of that
+    slug is used only when it is empty and of no user: ``_target_collection``). Vectors in the file are kept when
     the configured embedding model and size match the header; otherwise every node is embedded
     again, in batches, from the text ingestion embeds it from. ``BackupFileError`` names the
     line of the first problem, ``ConflictError`` a target collection that already has documents.
