@@ -356,6 +356,13 @@ class IngestionJob(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=["queued", "running", "succeeded", "failed"]), name="job_status_valid"
             ),
+            # One build per document at a time: a second unfinished job is refused by the
+            # database too, not only by documents.services.documents.document_reindex.
+            models.UniqueConstraint(
+                fields=["document"],
+                condition=Q(status__in=["queued", "running"]),
+                name="job_one_unfinished_per_document",
+            ),
         ]
 
     def __str__(self) -> str:

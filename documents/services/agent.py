@@ -221,14 +221,20 @@ def _claimed_agent_job(document: Document) -> IngestionJob:
             .order_by("-created", "-id")
             .first()
         )
-        if (
-            pending is None
-            or pending.status != IngestionJob.Status.QUEUED
-            or pending.builder_requested != Document.Builder.AGENT
-        ):
+        if pending is not None and pending.status == IngestionJob.Status.RUNNING:
+            # One build per document at a time (job_one_unfinished_per_document).
+            raise ConflictError(
+                f"Document {document.pk} is being indexed now (job {pending.pk}); wait until it "
+                "finishes and run apply-tree again."
+            )
+        if pending is None:
             pending = IngestionJob.objects.create(
                 document=document, builder_requested=Document.Builder.AGENT, reindex=document.nodes.exists()
             )
+        elif pending.builder_requested != Document.Builder.AGENT:
+            # A job waiting in the queue becomes this one (its worker then finds nothing to run).
+            pending.builder_requested = Document.Builder.AGENT
+            pending.save(update_fields=["builder_requested"])
     job = job_claim(document_id=document.pk)
     if job is None or job.pk != pending.pk:
         # Another ingestion of this document was started at the same moment; do not race it.

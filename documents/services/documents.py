@@ -16,7 +16,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils.text import slugify
 
 from documents.models import Collection, Document, IngestionJob
@@ -24,7 +25,7 @@ from documents.selectors import collection_get
 from documents.services.collection_indexes import collection_index_drop
 from documents.services.trees import corpus_version_bump
 from openfable.celery import queue_task
-from openfable.errors import ConflictError, UserInputError
+from openfable.errors import ConflictError, NotFoundError, UserInputError
 from openfable.tokens import count_tokens
 
 TAG_MAX_CHARS = 100  # Document.tags holds CharField(max_length=100) items
@@ -284,16 +285,61 @@ def document_update(
 @transaction.atomic
 def document_delete(*, document: Document) -> None:
     """Delete a document with its tree and jobs; a worker indexing it finds it gone and stops quietly."""
+    _documents_lock_and_clear(Document.objects.filter(pk=document.pk))
     Document.objects.filter(pk=document.pk).delete()
     corpus_version_bump()
 
 
+def _documents_lock_and_clear(documents: QuerySet[Document]) -> None:
+    """Lock these documents' rows (by id, the order every writer takes them in), then delete
+    their nodes in one statement; the caller deletes the documents next, in the same transaction.
+
+    A tree being saved (``document_tree_replace``) holds its document's row until it commits.
+    Waiting for it here means the nodes it wrote are seen and deleted with the rest; before, the
+    delete read the old nodes, the swap committed new ones, and the commit failed on the foreign
+    key (IntegrityError, a 500), or the two took the nodes and the document in opposite orders
+    (a deadlock). A build that reaches its save after this finds its document gone and stops
+    quietly, as does one still embedding (its job row is gone at its next heartbeat).
+    """
+    ids = list(documents.select_for_update().order_by("pk").values_list("pk", flat=True))
+    if ids:
+        with connection.cursor() as cursor:
+            # One statement instead of Django's cascade collector walking the parent links.
+            cursor.execute("DELETE FROM documents_node WHERE document_id = ANY(%s)", [ids])
+
+
 @transaction.atomic
 def document_reindex(*, document: Document, builder: str = "", queue: bool = True) -> IngestionJob:
-    """Queue a new ingestion; the current tree keeps serving queries until the new one replaces it."""
+    """Queue a new ingestion; the current tree keeps serving queries until the new one replaces it.
+
+    One build per document at a time: a job still waiting in the queue is that ingestion (it
+    runs with the builder asked for now, no second job); a build running now is refused with
+    ``ConflictError`` (409) instead of a second one beside it. The database refuses a second
+    unfinished job too (``job_one_unfinished_per_document``).
+    """
     builder = _clean_builder(builder)
+    # Locked first: two re-indexes of one document at once take turns here.
+    if not Document.objects.select_for_update().filter(pk=document.pk).exists():
+        raise NotFoundError(f"There is no document {document.pk}; it was deleted.")
+    unfinished = (
+        IngestionJob.objects.select_for_update()
+        .filter(document=document, status__in=[IngestionJob.Status.QUEUED, IngestionJob.Status.RUNNING])
+        .first()
+    )
+    if unfinished is not None and unfinished.status == IngestionJob.Status.RUNNING:
+        raise ConflictError(
+            f"Document {document.pk} is being indexed now (job {unfinished.pk}: "
+            f"{unfinished.get_stage_display()}, {unfinished.progress} %). Wait until that job "
+            "finishes, then re-index it (a job whose worker died is marked failed after "
+            "OPENFABLE_JOB_STALL_SECONDS without a sign of life)."
+        )
     Document.objects.filter(pk=document.pk).update(status=Document.Status.QUEUED)
     document.status = Document.Status.QUEUED
+    if unfinished is not None:  # waiting in the queue: it is the re-index, with this builder
+        unfinished.builder_requested = builder
+        unfinished.reindex = True
+        unfinished.save(update_fields=["builder_requested", "reindex"])
+        return unfinished
     return _job_create(document=document, builder=builder, reindex=True, queue=queue)
 
 
@@ -473,8 +519,14 @@ def collection_update(
 
 @transaction.atomic
 def collection_delete(*, collection: Collection) -> None:
-    """Delete a collection with every document, tree and job in it, and its HNSW index."""
+    """Delete a collection with every document, tree and job in it, and its HNSW index.
+
+    Safe while its documents index: see ``_documents_lock_and_clear``."""
     collection_id = collection.pk
+    locked = Collection.objects.select_for_update().filter(pk=collection_id)
+    if not locked.exists():
+        return  # deleted meanwhile
+    _documents_lock_and_clear(Document.objects.filter(collection_id=collection_id))
     Collection.objects.filter(pk=collection_id).delete()
     corpus_version_bump()
     transaction.on_commit(lambda: collection_index_drop(collection_id))

@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from functools import partial
 
@@ -27,7 +27,7 @@ from documents.ingestion.pipeline import NodeEdit, NodeRow, apply_edits, edit_ke
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
 from documents.models import Document, IngestionJob, Node
-from documents.services.trees import document_tree_replace
+from documents.services.trees import JobSuperseded, document_tree_replace
 from openfable.celery import queue_task
 from openfable.embeddings import (
     Embedder,
@@ -43,13 +43,33 @@ logger = logging.getLogger(__name__)
 
 # Share of the progress bar given to each stage.
 _PROGRESS = {"chunking": (5, 25), "building_tree": (25, 50), "embedding": (50, 95), "saving": (95, 99)}
-_EMBED_GROUP = 128  # texts per progress update while embedding
+# Texts per progress update while embedding: 16 texts of a leaf or a summary take 2-3 s on two
+# cores (128 took 15 s and more).
+_EMBED_GROUP = 16
+# Reports closer together than this in the same stage are not written (a fast remote embedder
+# would otherwise write the job row dozens of times a second).
+_PROGRESS_MIN_SECONDS = 1.0
+_last_written: dict[int, float] = {}
 
 
 def job_progress(job: IngestionJob, stage: str, fraction: float = 0.0) -> None:
+    """Record the stage and its progress, and the heartbeat the stalled-job sweep reads.
+
+    Stops the run (``JobSuperseded``) when the job is no longer this runner's: the sweep failed
+    it, or another runner claimed it since (its ``started`` moved); ``Document.DoesNotExist``
+    when the document was deleted meanwhile. Either way nothing of this run gets saved."""
     low, high = _PROGRESS.get(stage, (0, 100))
     percent = int(low + (high - low) * max(0.0, min(1.0, fraction)))
-    IngestionJob.objects.filter(pk=job.pk).update(stage=stage, progress=percent, heartbeat=timezone.now())
+    now = time.monotonic()
+    if stage == job.stage and now - _last_written.get(job.pk, 0.0) < _PROGRESS_MIN_SECONDS:
+        return
+    mine = IngestionJob.objects.filter(pk=job.pk, status=IngestionJob.Status.RUNNING, started=job.started)
+    if not mine.update(stage=stage, progress=percent, heartbeat=timezone.now()):
+        _last_written.pop(job.pk, None)
+        if not IngestionJob.objects.filter(pk=job.pk).exists():
+            raise Document.DoesNotExist(f"document {job.document_id} was deleted with its jobs")
+        raise JobSuperseded(f"job {job.pk} was failed or claimed again while it ran")
+    _last_written[job.pk] = now
     job.stage, job.progress = stage, percent
 
 
@@ -119,16 +139,29 @@ def job_run_now(
     except Document.DoesNotExist:
         logger.info("document %s was deleted while it was being indexed; nothing saved", document_id)
         return None
+    except JobSuperseded as superseded:
+        logger.warning("document %s: %s; this run stops without saving", document_id, superseded)
+        return None
     except retryable:
         raise
     except Exception as error:
         if not isinstance(error, UserInputError):
             logger.exception("document %s: ingestion failed", document_id)
         job_fail(job=job, error=error_text(error))
+        return _ended(job, error)
+    finally:
+        _last_written.pop(job.pk, None)
+    return _ended(job, None)
+
+
+def _ended(job: IngestionJob, error: Exception | None) -> JobRun | None:
+    """The run as the job row tells it now; None when the document was deleted right after."""
+    try:
         job.refresh_from_db()
-        return JobRun(job=job, error=error)
-    job.refresh_from_db()
-    return JobRun(job=job)
+    except IngestionJob.DoesNotExist:
+        logger.info("document %s was deleted as its indexing ended", job.document_id)
+        return None
+    return JobRun(job=job, error=error)
 
 
 def error_text(error: BaseException) -> str:
@@ -223,13 +256,31 @@ class MemoEmbedder:
         return self.inner.embed_query(text)
 
 
-def job_fail(*, job: IngestionJob, error: str) -> None:
-    """Record a failure: the old tree (if any) stays and keeps serving queries."""
+def job_fail(*, job: IngestionJob, error: str, stalled_before: datetime | None = None) -> bool:
+    """Record a failure: the old tree (if any) stays and keeps serving queries; False when the
+    job had finished meanwhile (nothing is changed then).
+
+    The job and its document change in one transaction, the document row locked first (the
+    order ``document_tree_replace`` takes them in), so they never disagree: a failed job leaves
+    a failed document, never one still "indexing". ``stalled_before``: only if the job's
+    heartbeat is still older than that (the sweep), and a document locked by a tree being saved
+    right now is skipped, not waited for: its worker is alive.
+    """
     with transaction.atomic():
-        IngestionJob.objects.filter(pk=job.pk).update(
-            status=IngestionJob.Status.FAILED, error=error[:10_000], finished=timezone.now()
+        document = Document.objects.select_for_update(skip_locked=stalled_before is not None)
+        if not document.filter(pk=job.document_id).exists():
+            return False  # deleted, or (the sweep) its tree is being saved
+        unfinished = IngestionJob.objects.select_for_update().filter(
+            pk=job.pk, status__in=[IngestionJob.Status.QUEUED, IngestionJob.Status.RUNNING]
         )
+        if stalled_before is not None:
+            unfinished = unfinished.filter(status=IngestionJob.Status.RUNNING, heartbeat__lt=stalled_before)
+        if not unfinished.update(
+            status=IngestionJob.Status.FAILED, error=error[:10_000], finished=timezone.now()
+        ):
+            return False
         Document.objects.filter(pk=job.document_id).update(status=Document.Status.FAILED)
+    return True
 
 
 def job_wait(*, job: IngestionJob, timeout: float, poll_seconds: float = 0.25) -> IngestionJob:
@@ -255,14 +306,19 @@ def jobs_fail_stalled() -> int:
     cutoff = timezone.now() - timedelta(seconds=settings.JOB_STALL_SECONDS)
     stalled = list(IngestionJob.objects.filter(status=IngestionJob.Status.RUNNING, heartbeat__lt=cutoff))
     minutes = max(1, round(settings.JOB_STALL_SECONDS / 60))
+    failed = 0
     for job in stalled:
-        logger.warning("job %s of document %s stalled; marking it failed", job.pk, job.document_id)
-        job_fail(
+        # Every stage beats every few seconds (chunking block by block), so a job this quiet has
+        # lost its worker. Checked again under lock: a beat since the read above keeps it alive.
+        if job_fail(
             job=job,
-            error=f"The worker stopped while indexing (no progress for {minutes} min): it was probably "
-            "restarted or ran out of memory. The previous tree is intact; retry to index it again.",
-        )
-    return len(stalled)
+            error=f"The worker stopped while indexing (no sign of life for {minutes} min): it was "
+            "probably restarted or ran out of memory. The previous tree is intact; retry to index it again.",
+            stalled_before=cutoff,
+        ):
+            logger.warning("job %s of document %s stalled; marked it failed", job.pk, job.document_id)
+            failed += 1
+    return failed
 
 
 def jobs_requeue_orphans(*, hostname: str, alive: Callable[[int], bool]) -> list[int]:
@@ -332,7 +388,12 @@ def _build_tree(*, job: IngestionJob, text: str, title: str, embedder: Embedder)
             if tree is not None:
                 return tree, Document.Builder.LLM
     job_progress(job, "chunking")
-    tree = build_structural_tree(text, embed=embedder.embed_passages, count_tokens=count_tokens)
+    tree = build_structural_tree(
+        text,
+        embed=embedder.embed_passages,
+        count_tokens=count_tokens,
+        on_progress=lambda stage, fraction: job_progress(job, stage, fraction),
+    )
     job_progress(job, "building_tree", 1.0)
     return tree, Document.Builder.STRUCTURAL
 

@@ -30,6 +30,11 @@ NODE_TITLE_MAX_CHARS = 500
 NODE_SUMMARY_MAX_CHARS = 4_000
 
 
+class JobSuperseded(Exception):
+    """The job a runner was computing is no longer its to finish: the stalled-job sweep failed it,
+    or another runner claimed it since. The runner stops without saving (one build per document)."""
+
+
 def corpus_version_bump() -> int:
     """Move the corpus version (call inside the transaction that changes the corpus)."""
     updated = CorpusVersion.objects.filter(pk=1).update(version=F("version") + 1)
@@ -79,6 +84,8 @@ def document_tree_replace(
     """
     if not Document.objects.select_for_update().filter(pk=document.pk).exists():
         raise Document.DoesNotExist(f"document {document.pk} was deleted")
+    if job is not None and not _job_still_ours(job):
+        raise JobSuperseded(f"job {job.pk} was failed or claimed again while it ran")
     with connection.cursor() as cursor:
         # One statement instead of Django's cascade collector walking the parent links.
         cursor.execute("DELETE FROM documents_node WHERE document_id = %s", [document.pk])
@@ -118,6 +125,7 @@ def document_tree_replace(
         updated=timezone.now(),
     )
     if job is not None:
+        # Locked by the claim check above; the swap and the job's success commit together.
         IngestionJob.objects.filter(pk=job.pk).update(
             status=IngestionJob.Status.SUCCEEDED,
             stage=IngestionJob.Stage.DONE,
@@ -132,6 +140,18 @@ def document_tree_replace(
     collection_id = document.collection_id
     transaction.on_commit(lambda: collection_index_ensure(collection_id))
     return [saved[row.order] for row in rows]
+
+
+def _job_still_ours(job: IngestionJob) -> bool:
+    """The job is still running under the claim this runner made (locked until the swap commits).
+
+    The document row is locked first, as everywhere a job and its document change together
+    (``jobs.job_fail``, the sweep), so the two never wait on each other in opposite orders."""
+    return (
+        IngestionJob.objects.select_for_update()
+        .filter(pk=job.pk, status=IngestionJob.Status.RUNNING, started=job.started)
+        .exists()
+    )
 
 
 # -- node edits ----------------------------------------------------------------------------------

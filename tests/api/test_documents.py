@@ -224,6 +224,39 @@ def test_reindex_queues_a_job(people: People, indexed: Document) -> None:
     assert response.json()["job"]["reindex"] is True and response.json()["job"]["status"] == "queued"
 
 
+def test_one_build_per_document_a_reindex_while_one_runs_is_refused(
+    people: People, indexed: Document
+) -> None:
+    """A re-index while a build runs is refused (409) instead of starting a second build beside
+    it; one while a job still waits in the queue is that job; and the database itself refuses a
+    second unfinished job."""
+    from django.db import IntegrityError, transaction
+
+    from documents.services.jobs import job_claim
+
+    client = people.client(people.owner)
+    url = f"{API}/documents/{indexed.pk}/reindex"
+    queued = client.post(url, {}, format="json")
+    assert queued.status_code == 202
+    again = client.post(url, {"builder": "structural"}, format="json")
+    assert again.status_code == 202 and again.json()["job"]["id"] == queued.json()["job"]["id"]
+    assert IngestionJob.objects.get(pk=queued.json()["job"]["id"]).builder_requested == "structural"
+
+    running = job_claim(document_id=indexed.pk)
+    assert running is not None
+    refused = client.post(url, {}, format="json")
+    assert refused.status_code == 409
+    error = _error(refused)
+    assert error["code"] == "conflict" and f"job {running.pk}" in error["message"]
+    assert "being indexed now" in error["message"] and "Wait until" in error["message"]
+    assert IngestionJob.objects.filter(document=indexed, status__in=["queued", "running"]).count() == 1
+    indexed.refresh_from_db()
+    assert indexed.status == Document.Status.INDEXING, "the document says what its job says"
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        IngestionJob.objects.create(document=indexed)
+
+
 def test_the_tree_nested_and_flat(people: People, indexed: Document) -> None:
     client = people.client(people.owner)
     (root,) = client.get(f"{API}/documents/{indexed.pk}/tree").json()
