@@ -2,7 +2,7 @@
 
 OPENFABLE_API_THROTTLE_RATE holds for everyone, OPENFABLE_API_THROTTLE_RATES
 ("alice=100/minute,ci-bot=10/second") for named users. DRF's throttle keeps the count (a list of
-request times per user in the default cache, under ``throttle_user_<id>``): the REST API runs it
+request times per user in the ``rate_limit`` cache, under ``throttle_user_<id>``): the REST API runs it
 on every request (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``) and the MCP server on every tool
 call (``rate_limit_check``), so a person throttled on one is throttled on the other.
 """
@@ -14,13 +14,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import caches
 from rest_framework.throttling import UserRateThrottle
 
 from openfable.errors import TooManyAttemptsError
 
 
 class PerUserRateThrottle(UserRateThrottle):
-    """DRF's per-user throttle with the per-user rates of OPENFABLE_API_THROTTLE_RATES."""
+    """DRF's per-user throttle with the per-user rates of OPENFABLE_API_THROTTLE_RATES, counted in
+    the ``rate_limit`` cache (shared by every web worker when the broker is Redis)."""
+
+    @property
+    def cache(self) -> Any:  # type: ignore[override]
+        return caches["rate_limit"]
 
     def allow_request(self, request: Any, view: Any) -> bool:
         user = getattr(request, "user", None)

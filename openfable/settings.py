@@ -154,6 +154,18 @@ CACHES = {
 # Production sets OPENFABLE_BROKER_URL=redis://...
 BROKER_URL = env.string("BROKER_URL", "filesystem://")
 CELERY_BROKER_URL = BROKER_URL
+# Request rates (openfable.rate_limit) count per user across the REST API and MCP, so every web
+# worker must share the count: in Redis when the broker is Redis (the compose file's several
+# workers), else in the process (`make run` serves from one).
+CACHES["rate_limit"] = (
+    {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": BROKER_URL,
+        "KEY_PREFIX": "openfable",
+    }
+    if BROKER_URL.startswith(("redis://", "rediss://"))
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "rate-limit"}
+)
 CELERY_BROKER_DIR = DATA_DIR / "broker"
 if BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {

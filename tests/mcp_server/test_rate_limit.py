@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from django.core.cache import cache
+from django.core.cache import caches
 from pytest_django.fixtures import Settings
 
 from tests.mcp_server.conftest import Person, connect, run_async
@@ -22,9 +22,10 @@ RATE = 3
 @pytest.fixture
 def slow_person(person: Person, settings: Settings) -> Iterator[Person]:
     settings.API_THROTTLE_RATES = {person.user.username: f"{RATE}/minute"}
-    cache.clear()  # the counts live in the default cache, shared by the server's thread and this one
+    counts = caches["rate_limit"]  # shared by the server's thread and this one
+    counts.clear()
     yield person
-    cache.clear()
+    counts.clear()
 
 
 def _rest(live_url: str, person: Person) -> int:
