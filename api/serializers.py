@@ -10,6 +10,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from documents.models import Collection, Document, IngestionJob, Node
+from documents.selectors import collection_invited
 from openfable.models import ApiToken
 
 # -- collections ---------------------------------------------------------------------------------
@@ -18,14 +19,30 @@ from openfable.models import ApiToken
 class CollectionSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True, default=None)
     members = serializers.SerializerMethodField()
+    invited = serializers.SerializerMethodField(
+        help_text="usernames invited who have not accepted yet: it is not shared with them until they do"
+    )
     document_count = serializers.IntegerField(read_only=True, default=None)
 
     class Meta:
         model = Collection
-        fields = ["id", "name", "slug", "owner", "members", "document_count", "created"]
+        fields = ["id", "name", "slug", "owner", "members", "invited", "document_count", "created"]
 
     def get_members(self, collection: Collection) -> list[str]:
         return [member.username for member in collection.members.all()]
+
+    def get_invited(self, collection: Collection) -> list[str]:
+        return collection_invited(collection=collection)
+
+
+class InvitationSerializer(serializers.Serializer):
+    """A collection someone offers to share with you (``documents.services.sharing``)."""
+
+    id = serializers.IntegerField()
+    collection = serializers.CharField(source="collection.slug", help_text="its slug")
+    collection_name = serializers.CharField(source="collection.name")
+    invited_by = serializers.CharField(source="invited_by.username", default=None, allow_null=True)
+    created = serializers.DateTimeField()
 
 
 class CollectionWriteSerializer(serializers.Serializer):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView
 
-from api.views import accounts, collections, documents, edits, nodes, queries
+from api.views import accounts, collections, documents, edits, invitations, nodes, queries
 
 app_name = "api"
 
@@ -24,6 +24,8 @@ urlpatterns = [
     path("query", queries.QueryView.as_view(), name="query"),
     path("collections", collections.CollectionListView.as_view(), name="collections"),
     path("collections/<str:pk>", collections.CollectionDetailView.as_view(), name="collection"),
+    path("invitations", invitations.InvitationListView.as_view(), name="invitations"),
+    path("invitations/<int:pk>", invitations.InvitationDetailView.as_view(), name="invitation"),
     path("tokens", accounts.TokenListView.as_view(), name="tokens"),
     path("tokens/<int:pk>", accounts.TokenDetailView.as_view(), name="token"),
     path("health", accounts.HealthView.as_view(), name="health"),

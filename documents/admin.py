@@ -101,7 +101,11 @@ class CollectionAdmin(SavedByServiceMixin, admin.ModelAdmin):
             collection = form.instance
             collection.owner = data.get("owner")
             collection.save(update_fields=["owner"])
-        return collection_update(collection=collection, name=data["name"], members=data.get("members"))
+        # The operator's admin adds members at once, trusted like its other powers (it edits any
+        # document); owners elsewhere invite, and the person accepts (documents.services.sharing).
+        return collection_update(
+            collection=collection, name=data["name"], members=data.get("members"), members_at_once=True
+        )
 
     def delete_model(self, request: HttpRequest, obj: Collection) -> None:
         collection_delete(collection=obj)

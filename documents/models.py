@@ -50,6 +50,33 @@ class Collection(models.Model):
         return self.name
 
 
+class CollectionInvitation(models.Model):
+    """An owner's offer to share a collection with someone; they become a member when they accept.
+
+    Until then the collection is not theirs to see: its documents are in none of their queries or
+    lists, so a stranger cannot plant a document in someone's results by adding them as a member
+    (``documents.services.sharing``).
+    """
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="collection_invitations"
+    )
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["collection", "user"], name="collection_invitation_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} to {self.collection}"
+
+
 class Document(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"

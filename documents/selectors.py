@@ -16,6 +16,7 @@ from django.db.models import Count, F, Func, OuterRef, Q, QuerySet, Subquery
 
 from documents.models import (
     Collection,
+    CollectionInvitation,
     CorpusVersion,
     Document,
     IngestionJob,
@@ -361,3 +362,20 @@ def collection_index_ready(collection_id: int, *, max_age_s: float = 0.0) -> boo
 
 def forget_collection_index_states() -> None:
     _index_ready_seen.clear()
+
+
+def invitations_for(*, user: Any) -> QuerySet[CollectionInvitation]:
+    """The collections offered to ``user`` that they have not accepted yet, newest first
+    (``documents.services.sharing``)."""
+    if not getattr(user, "is_authenticated", False):
+        return CollectionInvitation.objects.none()
+    return (
+        CollectionInvitation.objects.filter(user_id=user.pk)
+        .select_related("collection", "invited_by")
+        .order_by("-created", "-id")
+    )
+
+
+def collection_invited(*, collection: Collection) -> list[str]:
+    """The usernames invited to ``collection`` who have not accepted yet."""
+    return [invitation.user.get_username() for invitation in collection.invitations.select_related("user")]

@@ -10,6 +10,7 @@ urlpatterns = [
     path("", views.corpus, name="home"),
     path("collections/", views.collections_page, name="collections"),
     path("collections/<slug:slug>/", views.collection_page, name="collection"),
+    path("invitations/<int:pk>/", views.invitation_answer, name="invitation"),
     path("documents/<int:pk>/", views.document_detail, name="detail"),
     path("documents/<int:pk>/row", views.document_row, name="row"),
     path("documents/<int:pk>/delete", views.document_delete_view, name="delete"),

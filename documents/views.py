@@ -30,6 +30,7 @@ from documents.services.documents import (
 )
 from documents.services.jobs import jobs_fail_stalled
 from documents.services.review import document_review
+from documents.services.sharing import invitation_accept, invitation_decline
 from documents.services.summaries import node_summary_regenerate
 from documents.services.trees import node_update
 from openfable.errors import NotFoundError, PermissionDeniedError, UserInputError
@@ -124,6 +125,7 @@ def _corpus_context(request: HtmxHttpRequest, *, collections: Any, form: UploadF
         "sort": sort,
         "statuses": Document.Status.choices,
         "tags": _tag_choices(request, filters["tag"]),
+        "invitation_count": selectors.invitations_for(user=request.user).count(),
     }
 
 
@@ -358,9 +360,28 @@ def collections_page(request: HtmxHttpRequest) -> HttpResponse:
     return render(
         request,
         "documents/collections.html",
-        {"collections": collections, "error": error},
+        {
+            "collections": collections,
+            "invitations": selectors.invitations_for(user=request.user),
+            "error": error,
+        },
         status=400 if error else 200,
     )
+
+
+@login_required
+@require_POST
+def invitation_answer(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Accept (``accept`` in the form) or decline an invitation to share a collection."""
+    if "accept" in request.POST:
+        collection = invitation_accept(invitation_id=pk, user=request.user)
+        messages.success(
+            request, f"“{collection.name}” is shared with you: its documents are in your searches now."
+        )
+    else:
+        invitation_decline(invitation_id=pk, user=request.user)
+        messages.success(request, "Declined.")
+    return redirect("documents:collections")
 
 
 @login_required
@@ -384,8 +405,11 @@ def collection_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                 collection=collection,
                 name=request.POST.get("name", collection.name),
                 members=selectors.users_named(names),
+                by=request.user,
             )
-            messages.success(request, "Saved.")
+            messages.success(
+                request, "Saved. People not yet members are invited: they join when they accept."
+            )
             return redirect("documents:collection", slug=collection.slug)
         except UserInputError as problem:
             error = problem
@@ -393,6 +417,7 @@ def collection_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "collection": collection,
         "manages": manages,
         "members": ", ".join(member.get_username() for member in collection.members.all()),
+        "invited": ", ".join(selectors.collection_invited(collection=collection)),
         "document_count": collection.documents.count(),
         "error": error,
     }

@@ -74,7 +74,20 @@ def ingest_document(
 
 
 def list_collections(*, user: Any) -> dict[str, Any]:
-    return {"collections": [collection_entry(found) for found in selectors.collection_list(user=user)]}
+    # Collections offered to the person but not accepted are named, not searched: they are
+    # accepted by a person (the web app or the REST API), not by an agent.
+    offered = [
+        {
+            "slug": invitation.collection.slug,
+            "name": invitation.collection.name,
+            "invited_by": invitation.invited_by.get_username() if invitation.invited_by else None,
+        }
+        for invitation in selectors.invitations_for(user=user)
+    ]
+    return {
+        "collections": [collection_entry(found) for found in selectors.collection_list(user=user)],
+        "invitations": offered,
+    }
 
 
 def list_documents(

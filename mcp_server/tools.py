@@ -110,7 +110,8 @@ async def ingest_document(
 
 async def list_collections(ctx: Context) -> Answer:
     """The collections you can read, with their slugs (what the collection arguments take) and
-    document counts."""
+    document counts; and under "invitations" the collections offered to you that you have not
+    accepted (not searched until the person accepts them on the web app's Collections page)."""
     return await _answer(ctx, actions.list_collections)
 
 

@@ -54,7 +54,9 @@ class CollectionListView(APIView):
             raise UserInputError("A collection needs a name.")
         collection = collection_create(name=fields["name"], slug=fields.get("slug", ""), owner=request.user)
         if fields.get("members"):
-            collection_update(collection=collection, members=selectors.users_named(fields["members"]))
+            collection_update(
+                collection=collection, members=selectors.users_named(fields["members"]), by=request.user
+            )
         response = _shown(request, collection)
         response.status_code = status.HTTP_201_CREATED
         return response
@@ -76,7 +78,7 @@ class CollectionDetailView(APIView):
         data.is_valid(raise_exception=True)
         fields = data.validated_data
         members = selectors.users_named(fields["members"]) if "members" in fields else None
-        collection_update(collection=collection, name=fields.get("name"), members=members)
+        collection_update(collection=collection, name=fields.get("name"), members=members, by=request.user)
         return _shown(request, collection)
 
     @extend_schema(

@@ -23,6 +23,7 @@ from django.utils.text import slugify
 from documents.models import Collection, Document, IngestionJob
 from documents.selectors import collection_get
 from documents.services.collection_indexes import collection_index_drop
+from documents.services.sharing import collection_members_set
 from documents.services.trees import corpus_version_bump
 from openfable.celery import queue_task
 from openfable.errors import ConflictError, NotFoundError, UserInputError
@@ -501,9 +502,16 @@ def _default_title(text: str, filename: str) -> str:
 
 @transaction.atomic
 def collection_update(
-    *, collection: Collection, name: str | None = None, members: Iterable[AbstractBaseUser] | None = None
+    *,
+    collection: Collection,
+    name: str | None = None,
+    members: Iterable[AbstractBaseUser] | None = None,
+    by: Any = None,
+    members_at_once: bool = False,
 ) -> Collection:
-    """Rename a collection and/or set who besides its owner may see and change it."""
+    """Rename a collection and/or set who besides its owner may see and change it: people not yet
+    members are invited by ``by`` and become members when they accept (``documents.services.sharing``;
+    ``members_at_once`` skips that, for the operator's admin)."""
     if name is not None:
         name = name.strip()
         if not name:
@@ -511,7 +519,7 @@ def collection_update(
         collection.name = name[:200]
         collection.save(update_fields=["name"])
     if members is not None:
-        collection.members.set([member.pk for member in members if member.pk != collection.owner_id])
+        collection_members_set(collection=collection, users=members, invited_by=by, at_once=members_at_once)
     # Who may see what changed: results cached for a user must not outlive it.
     corpus_version_bump()
     return collection

@@ -21,8 +21,13 @@ def test_collections_are_made_shared_renamed_and_deleted_by_their_owner(people: 
     assert made.status_code == 201, made.json()
     body = made.json()
     assert body["slug"] == "tides" and body["owner"] == people.owner.username
-    assert body["members"] == [people.member.username]
+    assert body["members"] == [] and body["invited"] == [people.member.username]
     member = people.client(people.member)
+    assert member.get(f"{API}/collections/tides").status_code == 404, "not shared until accepted"
+    (invitation,) = member.get(f"{API}/invitations").json()
+    assert invitation["collection"] == "tides" and invitation["invited_by"] == people.owner.username
+    accepted = member.post(f"{API}/invitations/{invitation['id']}")
+    assert accepted.status_code == 200 and accepted.json()["members"] == [people.member.username]
     assert member.get(f"{API}/collections/tides").status_code == 200
     refused = member.delete(f"{API}/collections/tides")
     assert refused.status_code == 403 and "Only the collection's owner" in refused.json()["error"]["message"]
