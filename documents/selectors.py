@@ -378,4 +378,6 @@ def invitations_for(*, user: Any) -> QuerySet[CollectionInvitation]:
 
 def collection_invited(*, collection: Collection) -> list[str]:
     """The usernames invited to ``collection`` who have not accepted yet."""
-    return [invitation.user.get_username() for invitation in collection.invitations.select_related("user")]
+    # .all() reads what a list prefetched (``prefetch_related("invitations__user")``): one query
+    # for a whole page of collections, not one per collection.
+    return [invitation.user.get_username() for invitation in collection.invitations.all()]

@@ -9,12 +9,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.pagination import paginate, paginated
-from api.serializers import CollectionSerializer, CollectionWriteSerializer
+from api.params import PAGE_PARAMETERS
+from api.serializers import CollectionCreateSerializer, CollectionSerializer, CollectionWriteSerializer
 from api.views.documents import ERRORS
 from documents import selectors
 from documents.models import Collection
 from documents.services.documents import collection_create, collection_delete, collection_update
-from openfable.errors import PermissionDeniedError, UserInputError
+from openfable.errors import PermissionDeniedError
 
 
 def _managed(request: Request, pk: str) -> Collection:
@@ -25,7 +26,11 @@ def _managed(request: Request, pk: str) -> Collection:
 
 
 def _shown(request: Request, collection: Collection) -> Response:
-    refreshed = selectors.collection_list(user=request.user).prefetch_related("members").get(pk=collection.pk)
+    refreshed = (
+        selectors.collection_list(user=request.user)
+        .prefetch_related("members", "invitations__user")
+        .get(pk=collection.pk)
+    )
     return Response(CollectionSerializer(refreshed).data)
 
 
@@ -33,25 +38,28 @@ class CollectionListView(APIView):
     @extend_schema(
         summary="Collections you own or are a member of",
         operation_id="v1_api_collections_list",
+        parameters=PAGE_PARAMETERS,
         responses={200: paginated(CollectionSerializer), **ERRORS},
     )
     def get(self, request: Request) -> Response:
+        # Newest first, then by id (names repeat): a page never shifts between two reads.
         collections = (
-            selectors.collection_list(user=request.user).select_related("owner").prefetch_related("members")
+            selectors.collection_list(user=request.user)
+            .select_related("owner")
+            .prefetch_related("members", "invitations__user")
+            .order_by("-created", "-id")
         )
         return paginate(request, collections, CollectionSerializer)
 
     @extend_schema(
         summary="Make a collection (you own it)",
-        request=CollectionWriteSerializer,
+        request=CollectionCreateSerializer,
         responses={201: CollectionSerializer, **ERRORS},
     )
     def post(self, request: Request) -> Response:
-        data = CollectionWriteSerializer(data=request.data)
+        data = CollectionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         fields = data.validated_data
-        if not fields.get("name"):
-            raise UserInputError("A collection needs a name.")
         collection = collection_create(name=fields["name"], slug=fields.get("slug", ""), owner=request.user)
         if fields.get("members"):
             collection_update(

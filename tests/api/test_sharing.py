@@ -102,3 +102,17 @@ def test_accepting_an_invitation_shares_the_collection() -> None:
     owner_api.patch(f"{API}/collections/team", {"members": []}, format="json")
     assert member_api.get(f"{API}/collections/team").status_code == 404
     assert not Collection.objects.get(slug="team").invitations.exists()
+
+
+def test_the_collection_list_reads_invitations_in_one_query(django_assert_max_num_queries: Any) -> None:
+    from documents.services.sharing import collection_members_set
+
+    owner = UserFactory.create()
+    client = _client(owner)
+    for number in range(8):
+        collection = CollectionFactory.create(slug=f"shelf-{number}", owner=owner)
+        collection_members_set(collection=collection, users=[UserFactory.create()], invited_by=owner)
+    # token, user, count, page, members, invitations with their users: the same for 1 or 100.
+    with django_assert_max_num_queries(10):
+        listed = client.get(f"{API}/collections").json()
+    assert len(listed["results"]) == 8 and all(len(entry["invited"]) == 1 for entry in listed["results"])
