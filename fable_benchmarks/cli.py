@@ -1,4 +1,4 @@
-"""The benchmark subcommands of `openfable`: `bench-ingest`, `bench-retrieval` (and `bench-plot`,
+"""The benchmark subcommands of `openfable`: `bench-ingest` (and `bench-ingest-large`), `bench-retrieval` (and `bench-plot`,
 its chart from a saved report), `bench-latency`, `bench-load`, `bench-cost`.
 
 They print markdown tables (``--json PATH`` writes the same numbers). Registered into the
@@ -29,6 +29,23 @@ def register(subparsers: Any) -> None:
     ingest.add_argument("--json", dest="json_path", type=Path, help="also write the results here")
     ingest.add_argument("--keep", action="store_true", help="keep the throw-away collection")
     ingest.set_defaults(handler=_handle_bench_ingest)
+
+    large = subparsers.add_parser(
+        "bench-ingest-large",
+        help="index one document at the size limit: minutes, peak memory, builder and model time per token",
+    )
+    large.add_argument(
+        "--docs",
+        action="append",
+        required=True,
+        type=Path,
+        help="JSONL file the text is made from (repeatable)",
+    )
+    large.add_argument(
+        "--megabytes", type=float, default=0, help="size in MB (default: OPENFABLE_MAX_DOCUMENT_BYTES)"
+    )
+    large.add_argument("--json", dest="json_path", type=Path, help="also write the results here")
+    large.set_defaults(handler=_handle_bench_ingest_large)
 
     bench = subparsers.add_parser(
         "bench-retrieval",
@@ -181,6 +198,20 @@ def _check_files(flag: str, paths: list[Path]) -> None:
     for path in paths:
         if not path.is_file():
             raise BenchInputError(f"--{flag} {path}: no such file")
+
+
+def _handle_bench_ingest_large(options: dict[str, Any]) -> str:
+    from fable_benchmarks.large_document import bench_large_document
+    from fable_benchmarks.report import format_large_document, write_json
+
+    _check_files("docs", options["docs"])
+    if options["megabytes"] < 0:
+        raise BenchInputError("--megabytes must be 0 (the limit) or more")
+    size = int(options["megabytes"] * 1_000_000) or None
+    row = bench_large_document(options["docs"], size=size, log=_log)
+    if options.get("json_path"):
+        write_json({"rows": [row.as_json()]}, options["json_path"])
+    return format_large_document([row])
 
 
 def _handle_bench_ingest(options: dict[str, Any]) -> str:

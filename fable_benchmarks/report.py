@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fable_benchmarks.ingest import IngestBenchRow
+from fable_benchmarks.large_document import LargeDocumentRow
 from fable_benchmarks.retrieval import REFERENCE_METHODS, TYPE_TABLE_BUDGETS
 
 
@@ -54,6 +55,26 @@ def format_ingest(rows: Sequence[IngestBenchRow]) -> str:
             f"{row.baseline_embed_s:.1f}", f"{derived['overhead']:.2f}x", f"{row.peak_rss_mb:.0f}",
         ])  # fmt: skip
     return "\n".join(markdown_table(INGEST_HEADER, lines))
+
+
+LARGE_HEADER = (
+    "bytes", "tokens", "nodes", "status", "minutes", "build s", "builder alone s", "embed s", "save s",
+    "builder µs/token", "model µs/token", "longest heartbeat gap s (stage)", "RSS before MB", "peak RSS MB",
+)  # fmt: skip
+
+
+def format_large_document(rows: Sequence[LargeDocumentRow]) -> str:
+    lines = [
+        [
+            f"{row.document_bytes:,}", f"{row.tokens:,}", f"{row.nodes:,}", row.status, f"{row.minutes:.1f}",
+            f"{row.build_s:.1f}", f"{row.builder_s:.1f}", f"{row.embed_s:.1f}", f"{row.save_s:.1f}",
+            f"{row.builder_us_per_token:.1f}", f"{row.model_us_per_token:.0f}",
+            f"{row.longest_silence_s:.1f} ({row.silent_stage})", f"{row.rss_before_mb:.0f}",
+            f"{row.peak_rss_mb:.0f}",
+        ]
+        for row in rows
+    ]  # fmt: skip
+    return "\n".join(markdown_table(LARGE_HEADER, lines))
 
 
 # -- bench-retrieval -----------------------------------------------------------------------------
