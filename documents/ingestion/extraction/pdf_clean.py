@@ -1,0 +1,359 @@
+"""A PDF's lines into clean blocks: running headers, footers and page numbers out, words
+hyphenated across a line end joined, paragraphs from line spacing, headings from the outline or
+from the font (pure, no Django).
+
+Any reader that yields ``PdfPage`` lines (PDFium here; pdfplumber in the benchmark) gets the same
+cleaning, so a comparison of readers compares the readers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from documents.ingestion.extraction.assemble import Block
+from documents.ingestion.extraction.pdf_layout import OutlineEntry, PdfPage, TextLine
+
+# A running header or footer is among the first or last few lines of a page.
+_ZONE_LINES = 5
+_PAGE_NUMBER = re.compile(
+    r"^(?:page\s*)?[-\u2013\u2014(\[]?\s*(?:\d{1,4}|[ivxlc]{1,7})\s*[-\u2013\u2014)\]]?"
+    r"(?:\s*(?:of|/)\s*\d{1,4})?$",
+    re.IGNORECASE,
+)
+_DIGITS = re.compile(r"\d+")
+_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*", re.UNICODE)
+# First halves that make compounds, not syllables: "non-\nexclusive" stays "non-exclusive".
+_COMPOUND_PREFIXES = frozenset(
+    [
+        "non",
+        "then",
+        "self",
+        "co",
+        "cross",
+        "multi",
+        "pre",
+        "post",
+        "sub",
+        "well",
+        "full",
+        "fully",
+        "long",
+        "short",
+        "semi",
+        "anti",
+        "inter",
+        "intra",
+        "ex",
+        "quasi",
+        "pass",
+        "third",
+        "first",
+        "second",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "know",
+        "arm",
+        "above",
+        "below",
+        "under",
+        "over",
+        "off",
+        "on",
+        "in",
+        "out",
+        "up",
+        "down",
+        "mid",
+        "re",
+        "de",
+    ]
+)
+# A heading line that is only its number ("ARTICLE II.", "Section 5", "3."): its title follows.
+_LABEL_ONLY = re.compile(
+    r"(?:(?:article|section|part|chapter|schedule|exhibit|annex|appendix)\s+)?"
+    r"(?:\d{1,3}(?:\.\d{1,3})*|[ivxlc]{1,7}|[a-z])[.):]?",
+    re.IGNORECASE,
+)
+_MAX_HEADING_WORDS = 15
+_LARGER = 1.15  # a heading's font is at least this many times the body's
+_MAX_FONT_LEVELS = 3
+_PARAGRAPH_GAP = 1.45  # line pitch past this many times the usual one starts a paragraph
+
+
+@dataclass
+class Line:
+    """A page's line while it is cleaned."""
+
+    text: str
+    page: int  # 1-based
+    source: TextLine
+    heading_level: int = 0
+    heading_source: str = ""
+    new_paragraph: bool = False
+
+
+def clean_pages(pages: Sequence[PdfPage], outline: Sequence[OutlineEntry]) -> list[Block]:
+    """The document's blocks, page by page, cleaned."""
+    kept = _drop_running_lines(pages)
+    per_page = [
+        [Line(line.text, number, line) for line in lines] for number, lines in enumerate(kept, start=1)
+    ]
+    for lines in per_page:
+        _mark_paragraphs(lines)
+    if outline:
+        _mark_outline(per_page, outline)
+    else:
+        _mark_font_headings(per_page)
+    lines = [line for page in per_page for line in page]
+    lines = _join_hyphenated(lines)
+    return [
+        Block(
+            text=line.text,
+            page=line.page,
+            heading_level=line.heading_level,
+            heading_source=line.heading_source,
+            new_paragraph=line.new_paragraph,
+        )
+        for line in lines
+    ]
+
+
+# -- running headers, footers, page numbers
+
+
+def _key(text: str) -> str:
+    return _DIGITS.sub("#", " ".join(text.lower().split()))
+
+
+def _zones(page: PdfPage) -> tuple[list[int], list[int]]:
+    """Indexes of the page's top lines (top first) and bottom lines (bottom first), by position:
+    where on the page they sit varies (a letter page printed in the middle of an A4 one)."""
+    by_height = sorted(range(len(page.lines)), key=lambda index: -page.lines[index].middle)
+    return by_height[:_ZONE_LINES], list(reversed(by_height[-_ZONE_LINES:]))
+
+
+def _drop_running_lines(pages: Sequence[PdfPage]) -> list[list[TextLine]]:
+    """Peel each page's edges: a line at the top (or bottom) that is a page number, or that
+    recurs at the top (bottom) of many pages (numbers aside), is dropped, and so is the next one
+    in, until a line that is neither."""
+    zones = [_zones(page) for page in pages]
+    counts: Counter[tuple[str, str]] = Counter()
+    for page, (top, bottom) in zip(pages, zones, strict=True):
+        counts.update({("top", _key(page.lines[index].text)) for index in top})
+        counts.update({("bottom", _key(page.lines[index].text)) for index in bottom})
+    # Recurring on a fifth of the pages (3 at least; 2 in a short document, 8 always enough): a
+    # line repeated by chance at a page's edge ("A minimum of:" atop 5 of 35 exhibits) is rarer.
+    threshold = 2 if len(pages) <= 6 else max(3, min(8, math.ceil(0.2 * len(pages))))
+    kept: list[list[TextLine]] = []
+    for page, (top, bottom) in zip(pages, zones, strict=True):
+        drop: set[int] = set()
+        for zone, indexes in (("top", top), ("bottom", bottom)):
+            for index in indexes:
+                text = page.lines[index].text
+                repeated = len(pages) > 1 and counts[zone, _key(text)] >= threshold
+                if not (repeated or _PAGE_NUMBER.match(text.strip())):
+                    break
+                drop.add(index)
+        kept.append([line for index, line in enumerate(page.lines) if index not in drop])
+    return kept
+
+
+# -- paragraphs
+
+
+def _mark_paragraphs(lines: list[Line]) -> None:
+    """A wider gap than the page's usual line pitch, or a step back up (a new column), starts one."""
+    pitches = [
+        previous.source.middle - line.source.middle
+        for previous, line in itertools.pairwise(lines)
+        if 0 < previous.source.middle - line.source.middle < 3 * max(line.source.size, 1.0)
+    ]
+    # The usual pitch is that of lines inside a paragraph: a low quantile, since on a short page
+    # the gaps around headings and between paragraphs are a good share of all gaps.
+    usual = sorted(pitches)[len(pitches) // 3] if pitches else 0.0
+    for index, line in enumerate(lines):
+        if index == 0:
+            line.new_paragraph = True  # the page's first line; _join_pages decides across pages
+            continue
+        pitch = lines[index - 1].source.middle - line.source.middle
+        line.new_paragraph = pitch <= 0 or (usual > 0 and pitch > _PARAGRAPH_GAP * usual)
+
+
+# -- headings
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def _mark_outline(per_page: list[list[Line]], outline: Sequence[OutlineEntry]) -> None:
+    """Each bookmark titles the line it names on its page (nearest to where it points); one that
+    names no line there is written as a heading line of its own where it points."""
+    for entry in outline:
+        if entry.page_index >= len(per_page):
+            continue
+        lines = per_page[entry.page_index]
+        title = _norm(entry.title)
+        level = min(6, entry.level + 1)
+        matches = [
+            index
+            for index, line in enumerate(lines)
+            if not line.heading_level
+            and title
+            and (
+                _norm(line.text).startswith(title)
+                or (len(_norm(line.text)) > 3 and title.startswith(_norm(line.text)))
+            )
+        ]
+        if matches:
+            index = min(
+                matches, key=lambda i: abs(lines[i].source.top - entry.y) if entry.y is not None else i
+            )
+            _set_heading(lines, index, level, "outline", title)
+            continue
+        position = len(lines)
+        for index, line in enumerate(lines):
+            if entry.y is None or line.source.top <= entry.y + 2:
+                position = index
+                break
+        anchor = lines[position].source if position < len(lines) else lines[-1].source if lines else None
+        if anchor is None:
+            continue
+        lines.insert(position, Line(entry.title, entry.page_index + 1, anchor, level, "outline", True))
+        if position + 1 < len(lines):
+            lines[position + 1].new_paragraph = True
+
+
+def _set_heading(lines: list[Line], index: int, level: int, source: str, title: str = "") -> None:
+    """Line ``index`` becomes a heading; a title wrapped over the next line(s) is joined to it."""
+    line = lines[index]
+    line.heading_level, line.heading_source, line.new_paragraph = level, source, True
+    while (
+        title
+        and index + 1 < len(lines)
+        and len(_norm(line.text)) < len(title)
+        and title.startswith(_norm(f"{line.text} {lines[index + 1].text}")[: len(title)])
+        and not lines[index + 1].heading_level
+    ):
+        line.text = f"{line.text} {lines.pop(index + 1).text}"
+    if index + 1 < len(lines):
+        lines[index + 1].new_paragraph = True
+
+
+def _is_heading_like(line: Line) -> bool:
+    text = line.text
+    words = text.split()
+    return (
+        0 < len(words) <= _MAX_HEADING_WORDS
+        and any(char.isalpha() for char in text)
+        and not text.endswith((",", ";"))
+        and (text[0].isupper() or text[0].isdigit() or not text[0].isalpha())
+    )
+
+
+def _mark_font_headings(per_page: list[list[Line]]) -> None:
+    """Lines in a larger font than the body, by size (up to three levels), then whole bold lines
+    that stand as a paragraph of their own, one level below."""
+    sizes: Counter[float] = Counter()
+    for lines in per_page:
+        for line in lines:
+            sizes[round(line.source.size * 2) / 2] += line.source.chars
+    if not sizes:
+        return
+    body = sizes.most_common(1)[0][0]
+    larger = sorted(
+        {
+            round(line.source.size * 2) / 2
+            for lines in per_page
+            for line in lines
+            if line.source.size >= _LARGER * body and _is_heading_like(line)
+        },
+        reverse=True,
+    )[:_MAX_FONT_LEVELS]
+    levels = {size: rank + 1 for rank, size in enumerate(larger)}
+    bold_level = len(levels) + 1
+    for lines in per_page:
+        index = 0
+        while index < len(lines):
+            line = lines[index]
+            size = round(line.source.size * 2) / 2
+            following = lines[index + 1] if index + 1 < len(lines) else None
+            level = 0
+            if size in levels and _is_heading_like(line):
+                level = levels[size]
+            elif (
+                line.source.bold
+                and line.new_paragraph
+                and _is_heading_like(line)
+                and len(line.text.split()) <= 12
+                and (following is None or following.new_paragraph or not following.source.bold)
+                and abs(size - body) < 1.0
+            ):
+                level = bold_level
+            if level:
+                # A title wrapped over two lines of the same font is one heading; so is a number
+                # on a line of its own and the title under it.
+                while (
+                    following is not None
+                    and (not following.new_paragraph or _LABEL_ONLY.fullmatch(line.text.strip()))
+                    and round(following.source.size * 2) / 2 == size
+                    and following.source.bold == line.source.bold
+                    and _is_heading_like(following)
+                    and len(line.text.split()) + len(following.text.split()) <= _MAX_HEADING_WORDS
+                ):
+                    line.text = f"{line.text} {lines.pop(index + 1).text}"
+                    following = lines[index + 1] if index + 1 < len(lines) else None
+                line.heading_level, line.heading_source, line.new_paragraph = level, "font", True
+                if following is not None:
+                    following.new_paragraph = True
+            index += 1
+
+
+# -- hyphenation and page joins
+
+
+def _join_hyphenated(lines: list[Line]) -> list[Line]:
+    """A word cut by a hyphen at a line end is joined: "agree-" + "ment" → "agreement", but
+    "non-" + "exclusive" → "non-exclusive" (the hyphen stays where the document writes the word
+    with one elsewhere, or the first half is a prefix). A page's first line continues the last
+    page's paragraph unless that one ended a sentence."""
+    words = Counter(word.lower() for line in lines for word in _WORD.findall(line.text))
+    joined: list[Line] = []
+    for line in lines:
+        previous = joined[-1] if joined else None
+        if previous is not None and line.page != previous.page and not line.heading_level:
+            line.new_paragraph = previous.heading_level > 0 or previous.text.rstrip().endswith(
+                (".", ":", "!", "?", '."', ';"')
+            )
+        if (
+            previous is not None
+            and not previous.heading_level
+            and not line.heading_level
+            and ((line.page == previous.page and not line.new_paragraph) or line.page != previous.page)
+            and re.search(r"[^\W\d_]-$", previous.text)
+            and line.text[:1].islower()
+        ):
+            head = re.search(r"([^\W\d_]+)-$", previous.text)
+            tail = re.match(r"[^\W\d_]+", line.text)
+            first, second = (head.group(1) if head else ""), (tail.group(0) if tail else "")
+            keep = words[f"{first}-{second}".lower()] > 0 or (
+                words[f"{first}{second}".lower()] == 0
+                and (first.lower() in _COMPOUND_PREFIXES or first[:1].isupper())
+            )
+            previous.text = previous.text[:-1] + ("-" if keep else "") + line.text
+            continue
+        joined.append(line)
+    return joined

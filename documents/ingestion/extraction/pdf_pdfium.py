@@ -1,0 +1,229 @@
+"""A PDF's pages as lines of text with their boxes and fonts, and its outline, through PDFium
+(pypdfium2: Apache-2.0 / BSD-3; the library Chrome renders PDFs with). Pure, no Django.
+
+Characters come with their loose boxes (the font's advance, not the ink), so a gap between two
+characters is a real gap: one wider than 7 % of the line height with no space character is a
+word space PDFium did not write ("(a)Whether"), one wider than a line height ends a segment
+(a column gutter, a table cell). ``pdf_layout`` makes lines and reading order from segments.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from documents.ingestion.extraction.assemble import clean_line
+from documents.ingestion.extraction.model import Deadline, ExtractionError, ExtractionLimits
+from documents.ingestion.extraction.pdf_layout import (
+    OutlineEntry,
+    PdfLayout,
+    PdfPage,
+    Segment,
+    lines_in_reading_order,
+)
+
+# PDFium is not thread-safe: one document at a time per process (the worker runs one job a process).
+_PDFIUM = threading.Lock()
+# In line heights (the loose box's): on the CUAD PDFs, letters of a word sit at most 0.04 apart
+# and word spaces at least 0.14; 0.07 finds the spaces a PDF draws as a shift, not a character.
+_SPACE_GAP = 0.07
+_SEGMENT_GAP = 1.2  # a column gutter or a table cell's edge
+_BOLD_NAMES = ("bold", "black", "heavy", "semibold", "demi")
+_FORCE_BOLD = 1 << 18  # PDF font flag
+_HYPHEN_MARKS = (0xFFFE, 0x02)  # how PDFium marks a hyphen it found at a line end
+_MAX_OUTLINE = 5000
+
+
+def read_pdf(data: bytes, *, filename: str, limits: ExtractionLimits, deadline: Deadline) -> PdfLayout:
+    with _PDFIUM:
+        document = _open(data, filename)
+        try:
+            count = len(document)
+            if count == 0:
+                raise _corrupt(filename)
+            if count > limits.max_pages:
+                raise ExtractionError(
+                    f"{filename} has {count:,} pages; the limit is {limits.max_pages:,}. "
+                    "Split it into smaller files and upload them again",
+                    code="too_many_pages",
+                )
+            pages = []
+            for index in range(count):
+                deadline.check()
+                page = document[index]
+                try:
+                    pages.append(_read_page(page))
+                finally:
+                    page.close()
+            outline = _outline(document, count)
+        except pdfium.PdfiumError:
+            raise _corrupt(filename) from None
+        finally:
+            document.close()
+    return PdfLayout(pages, outline)
+
+
+def _open(data: bytes, filename: str) -> pdfium.PdfDocument:
+    try:
+        return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as error:
+        if error.err_code in (pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY):
+            raise ExtractionError(
+                f"{filename} is password-protected: remove the password and upload again",
+                code="encrypted",
+            ) from None
+        raise _corrupt(filename) from None
+
+
+def _corrupt(filename: str) -> ExtractionError:
+    return ExtractionError(
+        f"{filename} is a damaged or truncated PDF that cannot be read; save or export it again "
+        "and upload it again",
+        code="corrupt",
+    )
+
+
+class _Run:
+    """The segment being built."""
+
+    def __init__(self, index: int, left: float, right: float, bottom: float, top: float) -> None:
+        self.chars: list[str] = []
+        self.sizes: list[float] = []
+        # Before each character: its gap to the one before, in line heights, and whether the
+        # PDF put a space there (None, False for the first).
+        self.gaps: list[float | None] = []
+        self.spaced: list[bool] = []
+        self.first = index
+        self.x0, self.x1, self.bottom, self.top = left, right, bottom, top
+        self.last_left = left
+        self.last_char = ""
+
+
+def _read_page(page: pdfium.PdfPage) -> PdfPage:
+    _, height = page.get_size()
+    textpage = page.get_textpage()
+    try:
+        raw = textpage.raw
+        count = pdfium_c.FPDFText_CountChars(raw)
+        box = pdfium_c.FS_RECTF()
+        segments: list[Segment] = []
+        run: _Run | None = None
+        space = False
+        ink = 0
+        for index in range(max(0, count)):
+            code = pdfium_c.FPDFText_GetUnicode(raw, index)
+            if code in (10, 13):
+                _close(run, raw, segments)
+                run = None
+                space = False
+                continue
+            if code in (32, 9, 0xA0) or 0x2000 <= code <= 0x200A or code == 0x3000:
+                space = True
+                continue
+            if (code < 32 and code not in _HYPHEN_MARKS) or 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+                continue
+            char = "-" if code in _HYPHEN_MARKS else chr(code)
+            pdfium_c.FPDFText_GetLooseCharBox(raw, index, box)
+            left, right, bottom, top = box.left, box.right, box.bottom, box.top
+            if top < bottom:
+                bottom, top = top, bottom
+            # The loose box's height is the font's line height as drawn; the font size PDFium
+            # reports leaves out the text's scaling (a page printed smaller reports the same).
+            size = max(top - bottom, 0.5)
+            if run is not None:
+                gap = left - run.x1
+                overlap = min(top, run.top) - max(bottom, run.bottom)
+                same_line = overlap >= 0.5 * min(top - bottom, run.top - run.bottom)
+                if same_line and char == run.last_char and abs(left - run.last_left) < 0.1 * size:
+                    continue  # the same glyph drawn twice, a shade apart: "fake bold"
+                if not same_line or gap > _SEGMENT_GAP * size or gap < -0.5 * size:
+                    _close(run, raw, segments)
+                    run = None
+            if run is None:
+                run = _Run(index, left, right, bottom, top)
+                run.gaps.append(None)
+            else:
+                run.gaps.append((left - run.x1) / size)
+            run.spaced.append(space)
+            run.chars.append(char)
+            run.sizes.append(size)
+            run.x1 = max(run.x1, right)
+            run.bottom, run.top = min(run.bottom, bottom), max(run.top, top)
+            run.last_left, run.last_char = left, char
+            space = False
+            ink += 1
+        _close(run, raw, segments)
+    finally:
+        textpage.close()
+    return PdfPage(height, lines_in_reading_order(segments), ink)
+
+
+def _close(run: _Run | None, raw: object, segments: list[Segment]) -> None:
+    if run is None or not run.chars:
+        return
+    text = clean_line("".join(_with_spaces(run)))
+    if text:
+        sizes = sorted(run.sizes)
+        segments.append(
+            Segment(
+                text=text,
+                x0=run.x0,
+                x1=run.x1,
+                bottom=run.bottom,
+                top=run.top,
+                size=round(sizes[len(sizes) // 2], 1),
+                bold=_is_bold(raw, run.first),
+                chars=len(run.sizes),
+            )
+        )
+
+
+def _with_spaces(run: _Run) -> list[str]:
+    """The run's characters with a space where the PDF wrote one, or where the gap before a
+    character is wider than the run's usual gap between letters by ``_SPACE_GAP`` (letter-spaced
+    text has wide gaps everywhere, and no space inside its words)."""
+    gaps = sorted(
+        gap for gap, spaced in zip(run.gaps, run.spaced, strict=True) if gap is not None and not spaced
+    )
+    usual = max(0.0, gaps[len(gaps) // 2]) if len(gaps) >= 4 else 0.0
+    out: list[str] = []
+    for char, gap, spaced in zip(run.chars, run.gaps, run.spaced, strict=True):
+        if out and (spaced or (gap is not None and gap - usual > _SPACE_GAP)):
+            out.append(" ")
+        out.append(char)
+    return out
+
+
+_FONT_NAME = ctypes.create_string_buffer(256)
+
+
+def _is_bold(raw: object, index: int) -> bool:
+    """From the first character's font: its weight, its flags or its name ("Helvetica-Bold")."""
+    flags = ctypes.c_int(0)
+    length = pdfium_c.FPDFText_GetFontInfo(raw, index, _FONT_NAME, len(_FONT_NAME), ctypes.byref(flags))
+    name = _FONT_NAME.value.decode("latin-1", "replace").lower() if length else ""
+    weight = pdfium_c.FPDFText_GetFontWeight(raw, index)
+    return weight >= 600 or bool(flags.value & _FORCE_BOLD) or any(word in name for word in _BOLD_NAMES)
+
+
+def _outline(document: pdfium.PdfDocument, pages: int) -> list[OutlineEntry]:
+    entries: list[OutlineEntry] = []
+    for bookmark in document.get_toc(max_depth=6):
+        if len(entries) >= _MAX_OUTLINE:
+            break
+        title = clean_line(bookmark.get_title() or "")
+        destination = bookmark.get_dest()
+        index = destination.get_index() if destination is not None else None
+        if not title or index is None or not 0 <= index < pages:
+            continue
+        mode, position = destination.get_view() if destination is not None else (0, [])
+        y: float | None = None
+        if mode == pdfium_c.PDFDEST_VIEW_XYZ and len(position) >= 2:
+            y = float(position[1])
+        elif mode in (pdfium_c.PDFDEST_VIEW_FITH, pdfium_c.PDFDEST_VIEW_FITBH) and position:
+            y = float(position[0])
+        entries.append(OutlineEntry(bookmark.level, title, index, y))
+    return entries

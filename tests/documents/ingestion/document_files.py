@@ -1,0 +1,206 @@
+"""Real files made in the test: PDFs through fpdf2, Word files through python-docx, HTML pages.
+
+Each builder returns the file's bytes. The PDFs place every line themselves (``FPDF.text`` at a
+position), so a test knows exactly where a line ends, which page it is on, and in which order
+the content stream draws the lines.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+from fpdf import FPDF
+
+BODY = (
+    "The supplier shall deliver the goods to the buyer at the agreed place and time, "
+    "and the buyer shall pay the price stated in the order."
+)
+
+
+def _pdf() -> FPDF:
+    pdf = FPDF(format="A4", unit="pt")
+    pdf.set_auto_page_break(False)
+    pdf.set_compression(True)
+    pdf.core_fonts_encoding = "windows-1252"  # curly quotes and dashes in the core fonts
+    return pdf
+
+
+def _lines(pdf: FPDF, lines: Sequence[str], *, x: float = 72, top: float = 120, pitch: float = 15) -> float:
+    y = top
+    for line in lines:
+        pdf.text(x, y, line)
+        y += pitch
+    return y
+
+
+SECTIONS = ("Definitions", "Delivery of Goods", "Payment", "Termination", "Notices")
+CLAUSES = (
+    "Words in capitals have the meaning given to them in this section.",
+    "The supplier delivers the goods to the warehouse named in the order.",
+    "The buyer pays each invoice within thirty days of its date.",
+    "Either party may end this agreement with ninety days notice.",
+    "Notices are sent by registered mail to the addresses above.",
+)
+
+HYPHENATED = (
+    ("and the parties record that this agree-", "ment binds their successors."),
+    ("and the goods are ready for deliv-", "ery on the first working day."),
+    ("and the invoice states the pay-", "ment due and the bank account."),
+    ("and the notice period is ninety", "days from the date of the letter."),
+    ("and copies go by electronic", "mail to the named contacts."),
+)
+SECOND = (
+    "Definitions apply to the whole document and its schedules.",
+    "Risk passes to the buyer when the goods arrive.",
+    "Late payment carries interest at the legal rate.",
+    "Rights that accrued before the end survive it.",
+    "A notice takes effect when it is received.",
+)
+
+
+def report_pdf(*, pages: int = 3) -> bytes:
+    """A multi-page report: a running header and footer with the page number on every page, a
+    bold 18pt title, a bold 14pt section heading on each page, body lines in 11pt, and on each
+    page a word hyphenated across a line end ("agree-" / "ment", "deliv-" / "ery")."""
+    pdf = _pdf()
+    for number in range(1, pages + 1):
+        pdf.add_page()
+        pdf.set_font("Helvetica", "", 9)
+        pdf.text(72, 40, "ACME Supply Agreement - Confidential")
+        pdf.text(290, 810, str(number))
+        pdf.text(400, 810, f"Page {number} of {pages}")
+        y = 100.0
+        if number == 1:
+            pdf.set_font("Helvetica", "B", 18)
+            pdf.text(72, y, "Supply Agreement")
+            y += 40
+        pdf.set_font("Helvetica", "B", 14)
+        pdf.text(72, y, f"{number}. {SECTIONS[number - 1]}")
+        y += 28
+        pdf.set_font("Helvetica", "", 11)
+        y = _lines(pdf, [CLAUSES[number - 1], *HYPHENATED[number - 1]], top=y)
+        _lines(pdf, [SECOND[number - 1]], top=y + 12)  # a wider gap: a new paragraph
+    return bytes(pdf.output())
+
+
+def outline_pdf() -> bytes:
+    """Two pages whose headings are plain body text, but named by the PDF's outline (bookmarks)."""
+    pdf = _pdf()
+    pdf.set_font("Helvetica", "", 11)
+    for title in ("Introduction", "Payment Terms"):
+        pdf.add_page()
+        pdf.start_section(title, level=0)
+        _lines(pdf, [title, f"Body of {title.lower()}: {BODY[:70]}", "It goes on for another line."], top=100)
+    return bytes(pdf.output())
+
+
+LEFT_COLUMN = [
+    "Left column line one about",
+    "the delivery of the goods and",
+    "the place where they arrive",
+    "and the time they are due to",
+    "arrive at the buyer's site.",
+    "The left column ends here.",
+]
+RIGHT_COLUMN = [
+    "Right column line one about",
+    "the price of the goods and",
+    "how the buyer pays for them",
+    "within thirty days of the",
+    "invoice that the seller sends.",
+    "The right column ends here.",
+]
+
+
+def two_column_pdf() -> bytes:
+    """One page with a full-width title and two columns of prose, drawn row by row across both
+    columns (left line 1, right line 1, left line 2, ...): the order the stream gives is wrong."""
+    pdf = _pdf()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    pdf.text(72, 80, "A full width title line that spans across both of the columns below")
+    y = 120.0
+    for left, right in zip(LEFT_COLUMN, RIGHT_COLUMN, strict=True):
+        pdf.text(72, y, left)
+        pdf.text(320, y, right)
+        y += 15
+    return bytes(pdf.output())
+
+
+def encrypted_pdf() -> bytes:
+    pdf = _pdf()
+    pdf.set_encryption(owner_password="owner-secret", user_password="user-secret")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    _lines(pdf, ["Secret text nobody should read without the password."])
+    return bytes(pdf.output())
+
+
+def image_only_pdf(*, pages: int = 2) -> bytes:
+    """A "scan": every page is a picture, with no text layer."""
+    from PIL import Image, ImageDraw
+
+    pdf = _pdf()
+    for _ in range(pages):
+        image = Image.new("RGB", (400, 300), "white")
+        draw = ImageDraw.Draw(image)
+        for row in range(10):
+            draw.rectangle((20, 20 + row * 25, 380, 30 + row * 25), fill="black")
+        pdf.add_page()
+        pdf.image(image, x=72, y=72, w=400)
+    return bytes(pdf.output())
+
+
+def plain_pdf(lines: Sequence[str], *, pages: int = 1) -> bytes:
+    pdf = _pdf()
+    pdf.set_font("Helvetica", "", 11)
+    for _ in range(pages):
+        pdf.add_page()
+        _lines(pdf, lines)
+    return bytes(pdf.output())
+
+
+def heading_docx() -> bytes:
+    """A Word file: a Title, Heading 1 and Heading 2 paragraphs, body text and a 3x3 table."""
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Service Agreement", level=0)
+    document.add_paragraph("This agreement sets out the service terms.")
+    document.add_heading("Scope", level=1)
+    document.add_paragraph("The provider runs the service every day.")
+    document.add_heading("Fees", level=2)
+    table = document.add_table(rows=3, cols=3)
+    for row, values in enumerate(
+        (("Plan", "Price", "Term"), ("Basic", "10 EUR", "1 month"), ("Pro", "90 EUR", "1 year"))
+    ):
+        for column, value in enumerate(values):
+            table.cell(row, column).text = value
+    document.add_paragraph("Fees are paid in advance.")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+ARTICLE_PAGE = b"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Warranty terms - Example Shop</title>
+<style>body { font-family: sans-serif }</style><script>var tracking = "do not index me";</script>
+</head><body>
+<header class="site"><a href="/">Example Shop</a> <span>Sign in</span></header>
+<nav><ul><li><a href="/">Home</a></li><li><a href="/products">Products</a></li></ul></nav>
+<main>
+<article>
+<header><h1>Warranty terms</h1><p class="byline">Updated in May</p></header>
+<p>Every product carries a <b>two-year</b> warranty from the day of delivery.</p>
+<h2>What is covered</h2>
+<p>Defects in materials and workmanship.<br>Parts and labour.</p>
+<h3>Claims</h3>
+<ul><li>Write to support within 30 days.</li><li>Keep the receipt.</li></ul>
+<table><tr><th>Product</th><th>Years</th></tr><tr><td>Kettle</td><td>2</td></tr></table>
+</article>
+<aside>Related: <a href="/returns">Returns policy</a></aside>
+</main>
+<footer class="site">Copyright Example Shop. Cookie settings.</footer>
+</body></html>
+"""

@@ -1,0 +1,157 @@
+"""PDF extraction on real PDFs made in the test: headings, running headers and footers, page
+numbers, hyphenation, pages, outline, two columns, and the files it refuses."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from documents.ingestion.extraction import (
+    PDF,
+    Extracted,
+    ExtractionError,
+    ExtractionLimits,
+    clean_line,
+    extract,
+)
+from documents.ingestion.headings import detect_headings
+from tests.documents.ingestion import document_files as files
+
+
+@pytest.fixture(scope="module")
+def report() -> Extracted:
+    return extract(files.report_pdf(pages=3), filename="report.pdf")
+
+
+def test_report_pages_partition_the_text_and_hold_their_own_content(report: Extracted) -> None:
+    assert report.format == PDF and report.pages == 3
+    spans = report.page_spans
+    assert [span.page for span in spans] == [1, 2, 3]
+    assert spans[0].start == 0 and spans[-1].end == len(report.text)
+    assert all(a.end == b.start for a, b in itertools.pairwise(spans))
+    for span, section, clause in zip(spans, files.SECTIONS, files.CLAUSES, strict=False):
+        page = report.text[span.start : span.end]
+        assert section in page and clause in page
+        assert all(other not in page for other in files.CLAUSES if other != clause)
+    two = report.text.index(files.CLAUSES[1])
+    assert report.pages_of(two, two + 10) == (2,)
+    assert report.pages_of(0, len(report.text)) == (1, 2, 3)
+
+
+def test_running_header_footer_and_page_numbers_are_removed(report: Extracted) -> None:
+    assert "ACME Supply Agreement" not in report.text
+    assert "Confidential" not in report.text
+    assert "Page 1 of 3" not in report.text and "of 3" not in report.text
+    assert not any(line.strip().isdigit() for line in report.text.splitlines())
+
+
+def test_words_hyphenated_at_a_line_end_are_joined(report: Extracted) -> None:
+    assert "this agreement binds their successors" in report.text
+    assert "ready for delivery on the first working day" in report.text
+    assert "states the payment due" in report.text
+    assert "agree-" not in report.text and "deliv-" not in report.text
+
+
+def test_font_headings_are_markdown_the_structural_builder_reads(report: Extracted) -> None:
+    hints = [(hint.level, hint.title, hint.source) for hint in report.headings]
+    assert hints == [
+        (1, "Supply Agreement", "font"),
+        (2, "1. Definitions", "font"),
+        (2, "2. Delivery of Goods", "font"),
+        (2, "3. Payment", "font"),
+    ]
+    for hint in report.headings:
+        assert report.text[hint.start : hint.end] == f"{'#' * hint.level} {hint.title}"
+    titles, headings = detect_headings(report.text)
+    found = {heading.start for heading in [*titles, *headings]}
+    assert {hint.start for hint in report.headings[1:]} <= found
+    # Paragraphs follow the line spacing: the wider gap opens a new one.
+    assert f"successors.\n\n{files.SECOND[0]}" in report.text
+
+
+def test_outline_bookmarks_title_their_lines() -> None:
+    extracted = extract(files.outline_pdf(), filename="outline.pdf")
+    assert [(hint.level, hint.title, hint.source) for hint in extracted.headings] == [
+        (1, "Introduction", "outline"),
+        (1, "Payment Terms", "outline"),
+    ]
+    assert extracted.text.startswith("# Introduction\n\nBody of introduction")
+    payment = extracted.text.index("# Payment Terms")
+    assert extracted.pages_of(payment, payment + 5) == (2,)
+
+
+def test_two_columns_drawn_row_by_row_are_read_column_by_column() -> None:
+    text = extract(files.two_column_pdf(), filename="columns.pdf").text
+    lines = [line for line in text.splitlines() if line]
+    assert lines[0].startswith("A full width title line")
+    assert lines[1:] == files.LEFT_COLUMN + files.RIGHT_COLUMN
+
+
+def test_compound_words_keep_their_hyphen_across_a_line_end() -> None:
+    pdf = files.plain_pdf(
+        [
+            "The licence is royalty-free and non-",
+            "exclusive for the whole term, and the",
+            "then-current price list applies; then-",
+            "current means in force at the time.",
+        ]
+    )
+    text = extract(pdf, filename="compound.pdf").text
+    assert "non-exclusive for the whole term" in text
+    assert "applies; then-current means" in text
+
+
+def test_curly_quotes_are_straightened_and_ligatures_unfolded() -> None:
+    pdf = files.plain_pdf(
+        ["The \u201coffice\u201d is the buyer\u2019s main office \u2013 in \u2018Paris\u2019."]
+    )
+    text = extract(pdf, filename="quotes.pdf").text
+    assert text == "The \"office\" is the buyer's main office \u2013 in 'Paris'.\n"
+    # The core PDF fonts have no ligature glyph; NFKC is the same function for every format.
+    assert clean_line("\ufb01ve of\ufb01ces\u00a0and\u200b a\ufb02ag") == "five offices and aflag"
+
+
+def test_encrypted_pdf_is_refused_in_words() -> None:
+    with pytest.raises(
+        ExtractionError, match="password-protected: remove the password and upload again"
+    ) as error:
+        extract(files.encrypted_pdf(), filename="secret.pdf")
+    assert error.value.code == "encrypted"
+
+
+def test_image_only_pdf_has_no_text_layer() -> None:
+    with pytest.raises(ExtractionError, match=r"scan\.pdf has no text layer \(a scanned PDF\?\)") as error:
+        extract(files.image_only_pdf(), filename="scan.pdf")
+    assert error.value.code == "no_text_layer"
+
+
+@pytest.mark.parametrize("keep", [0.25, 0.5, 0.9])
+def test_truncated_pdf_is_refused_as_damaged(keep: float) -> None:
+    data = files.report_pdf()
+    with pytest.raises(ExtractionError, match="damaged or truncated PDF") as error:
+        extract(data[: int(len(data) * keep)], filename="cut.pdf")
+    assert error.value.code == "corrupt"
+
+
+def test_garbage_after_a_pdf_header_is_refused_as_damaged() -> None:
+    with pytest.raises(ExtractionError, match="damaged or truncated PDF"):
+        extract(b"%PDF-1.7\n" + b"\x00garbage" * 200, filename="junk.pdf")
+
+
+def test_page_limit() -> None:
+    with pytest.raises(ExtractionError, match="has 3 pages; the limit is 2") as error:
+        extract(files.report_pdf(pages=3), filename="long.pdf", limits=ExtractionLimits(max_pages=2))
+    assert error.value.code == "too_many_pages"
+
+
+def test_time_limit() -> None:
+    with pytest.raises(ExtractionError, match="took longer than") as error:
+        extract(files.report_pdf(), filename="slow.pdf", limits=ExtractionLimits(max_seconds=-1))
+    assert error.value.code == "too_slow"
+
+
+def test_text_limit_stops_a_file_that_expands_too_far() -> None:
+    with pytest.raises(ExtractionError, match="expands to more than 100 characters") as error:
+        extract(files.report_pdf(), filename="big.pdf", limits=ExtractionLimits(max_text_chars=100))
+    assert error.value.code == "too_large"
