@@ -1,4 +1,5 @@
-"""Limit/offset pages for the list endpoints (``?limit=&offset=``, DRF's own pagination)."""
+"""Limit/offset pages for the list endpoints (``?limit=&offset=``, DRF's own pagination), over a
+queryset in a total order (every list ends its ``order_by`` with the id), so pages never shift."""
 
 from __future__ import annotations
 
@@ -10,10 +11,21 @@ from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from api.params import PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX, PAGE_OFFSET_MAX, query_integer
+
 
 class Pages(LimitOffsetPagination):
-    default_limit = 50
-    max_limit = 500
+    default_limit = PAGE_LIMIT_DEFAULT
+    max_limit = PAGE_LIMIT_MAX
+
+    # DRF reads a limit it cannot parse as the default and an offset as 0; refuse them instead.
+    def get_limit(self, request: Request) -> int:
+        return query_integer(
+            request, self.limit_query_param, default=PAGE_LIMIT_DEFAULT, minimum=1, maximum=PAGE_LIMIT_MAX
+        )
+
+    def get_offset(self, request: Request) -> int:
+        return query_integer(request, self.offset_query_param, default=0, minimum=0, maximum=PAGE_OFFSET_MAX)
 
 
 def paginate(request: Request, queryset: QuerySet[Any], serializer_class: Any) -> Response:

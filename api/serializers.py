@@ -7,17 +7,30 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 
+from api.fields import (
+    IdField,
+    MetadataField,
+    ServiceRangeIntegerField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+)
 from documents.models import Collection, Document, IngestionJob, Node
 from documents.selectors import collection_invited
+from documents.services.documents import TAG_MAX_CHARS, TAGS_MAX_COUNT, TITLE_MAX_CHARS, slug_check
 from openfable.models import ApiToken
+from retrieval.services import MAX_QUERY_CHARS
 
 # -- collections ---------------------------------------------------------------------------------
 
 
 class CollectionSerializer(serializers.ModelSerializer):
-    owner = serializers.CharField(source="owner.username", read_only=True, default=None)
+    owner = serializers.CharField(
+        source="owner.username", read_only=True, default=None, allow_null=True, help_text="null: no owner"
+    )
     members = serializers.SerializerMethodField()
     invited = serializers.SerializerMethodField(
         help_text="usernames invited who have not accepted yet: it is not shared with them until they do"
@@ -45,12 +58,37 @@ class InvitationSerializer(serializers.Serializer):
     created = serializers.DateTimeField()
 
 
+# The slugs ``collection_slug_clean`` takes, for the schema: what Django's slugify() leaves as it
+# is (lowercase ASCII letters, digits, "_", single "-" between, neither at an end), not all digits
+# (it would read as an id), not a default collection's ("default", "default-12"); empty makes one
+# from the name (a blank field: its own branch in the schema). tests/api/test_schema.py checks
+# this against the service.
+SLUG_PATTERN = r"^(?!\d+$)(?!default(?:-\d+)*$)(?!_)(?!.*_$)[a-z0-9_]+(?:-[a-z0-9_]+)*$"
+
+
+class _SlugRule(RegexValidator):
+    """The pattern for the schema; the service's rule, in its words, for the check itself."""
+
+    def __call__(self, value: Any) -> None:
+        slug_check(value)  # its DocumentInputError is the answer, in the words of every other surface
+
+
 class CollectionWriteSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=200, required=False)
-    slug = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    members = serializers.ListField(
-        child=serializers.CharField(), required=False, help_text="usernames who may read and change it"
+    name = StrictCharField(blank=False, max_length=200, required=False)
+    slug = StrictCharField(
+        max_length=200,
+        required=False,
+        validators=[_SlugRule(SLUG_PATTERN)],
+        help_text="lowercase letters, digits, '_' and single '-' between them; not all digits, not "
+        "default or default-<n>; empty: made from the name",
     )
+    members = serializers.ListField(
+        child=StrictCharField(), required=False, help_text="usernames who may read and change it"
+    )
+
+
+class CollectionCreateSerializer(CollectionWriteSerializer):
+    name = StrictCharField(blank=False, max_length=200)
 
 
 # -- jobs and documents --------------------------------------------------------------------------
@@ -125,56 +163,87 @@ class DocumentMetaSerializer(DocumentSerializer):
         fields = [field for field in DocumentSerializer.Meta.fields if field != "content"]
 
 
-class DocumentCreateSerializer(serializers.Serializer):
-    text = serializers.CharField(
-        required=False, allow_blank=True, trim_whitespace=False, help_text="the document's text (UTF-8)"
+def _builder_field() -> serializers.ChoiceField:
+    # "" (the default builder) as the blank value, not a choice: as a choice too, the schema's
+    # oneOf of the choices and the blank would match it twice, and so refuse it.
+    return serializers.ChoiceField(
+        choices=["llm", "structural"],
+        allow_blank=True,
+        required=False,
+        default="",
+        help_text="empty: the default",
     )
-    file = serializers.FileField(required=False, help_text="a .txt or .md file instead of text (multipart)")
-    title = serializers.CharField(required=False, allow_blank=True, default="")
-    collection = serializers.CharField(
-        required=False, allow_blank=True, default="", help_text="slug or id (default: your own)"
-    )
-    tags = serializers.ListField(
-        child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False
-    )
-    metadata = serializers.JSONField(required=False)
-    builder = serializers.ChoiceField(choices=["", "llm", "structural"], required=False, default="")
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "text" not in attrs and "file" not in attrs:
-            raise serializers.ValidationError(
-                {"text": "Send the document as `text`, or upload it as `file`."}
-            )
-        if "text" in attrs and "file" in attrs:
-            raise serializers.ValidationError({"file": "Send either `text` or `file`, not both."})
-        upload = attrs.get("file")
-        if upload is not None and upload.size > settings.MAX_DOCUMENT_BYTES:
+
+def _tags_field(**kwargs: Any) -> serializers.ListField:
+    # The counts the services keep (documents.services.documents.clean_tags), for the schema.
+    return serializers.ListField(
+        child=StrictCharField(
+            max_length=TAG_MAX_CHARS,
+            error_messages={
+                "max_length": f"A tag is longer than {TAG_MAX_CHARS} characters; tags hold at most "
+                f"{TAG_MAX_CHARS}."
+            },
+        ),
+        max_length=TAGS_MAX_COUNT,
+        error_messages={"max_length": f"Too many tags; a document carries at most {TAGS_MAX_COUNT}."},
+        required=False,
+        **kwargs,
+    )
+
+
+class _DocumentFieldsSerializer(serializers.Serializer):
+    title = StrictCharField(required=False, default="", max_length=TITLE_MAX_CHARS)
+    collection = StrictCharField(required=False, default="", help_text="slug or id (default: your own)")
+    tags = _tags_field()
+    metadata = MetadataField(required=False)
+    builder = _builder_field()
+
+
+class DocumentCreateSerializer(_DocumentFieldsSerializer):
+    """A JSON body: the text itself."""
+
+    text = StrictCharField(
+        blank=False,
+        blank_message="The document is empty (only whitespace). Paste or upload some text.",
+        error_messages={"required": "Send the document as `text`, or upload it as `file`."},
+        help_text="the document's text (UTF-8)",
+    )
+
+
+class DocumentUploadSerializer(_DocumentFieldsSerializer):
+    """A multipart body: the text as a file (``metadata`` as JSON text)."""
+
+    file = serializers.FileField(help_text="a .txt or .md file")
+
+    def validate_file(self, upload: Any) -> Any:
+        if upload.size > settings.MAX_DOCUMENT_BYTES:
             # Refused from its declared size, before the whole file is read.
             raise serializers.ValidationError(
-                {
-                    "file": f"The file is {upload.size:,} bytes; the limit is {settings.MAX_DOCUMENT_BYTES:,} "
-                    "(OPENFABLE_MAX_DOCUMENT_BYTES). Split it into smaller documents."
-                }
+                f"The file is {upload.size:,} bytes; the limit is {settings.MAX_DOCUMENT_BYTES:,} "
+                "(OPENFABLE_MAX_DOCUMENT_BYTES). Split it into smaller documents."
             )
-        return attrs
+        return upload
 
 
 class DocumentUpdateSerializer(serializers.Serializer):
-    title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    tags = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
-    metadata = serializers.JSONField(required=False)
+    title = StrictCharField(blank=False, required=False, max_length=TITLE_MAX_CHARS)
+    tags = _tags_field()
+    metadata = MetadataField(required=False)
 
 
 class DocumentCreatedSerializer(serializers.Serializer):
     """202 (queued) or 201 (indexed, with ?wait=true): the document and its job."""
 
+    document_id = serializers.IntegerField(help_text="the document's id (as the original OpenFable API)")
+    content_hash = serializers.CharField(help_text="sha256 of the text (as the original OpenFable API)")
     document = DocumentMetaSerializer()
     job = JobSerializer(allow_null=True)
     created = serializers.BooleanField(help_text="false when the same text was already in the collection")
 
 
 class ReindexSerializer(serializers.Serializer):
-    builder = serializers.ChoiceField(choices=["", "llm", "structural"], required=False, default="")
+    builder = _builder_field()
 
 
 # -- nodes and trees -----------------------------------------------------------------------------
@@ -213,10 +282,10 @@ class NodeSerializer(serializers.ModelSerializer):
 
 
 class NodeUpdateSerializer(serializers.Serializer):
-    title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    summary = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    excluded = serializers.BooleanField(required=False, help_text="leave it and its subtree out of retrieval")
-    expected_version = serializers.IntegerField(required=False, allow_null=True)
+    title = StrictCharField(required=False)
+    summary = StrictCharField(required=False)
+    excluded = StrictBooleanField(required=False, help_text="leave it and its subtree out of retrieval")
+    expected_version = StrictIntegerField(required=False, allow_null=True)
 
 
 class TreeNodeSerializer(serializers.Serializer):
@@ -240,13 +309,34 @@ class TreeNodeSerializer(serializers.Serializer):
 # -- query ---------------------------------------------------------------------------------------
 
 
+_BUDGET_NOT_VALID = (
+    f"The token budget is not valid: send a whole number of tokens, {settings.TOKEN_BUDGET_MIN}–"
+    f"{settings.TOKEN_BUDGET_MAX}."
+)
+
+
 class QueryRequestSerializer(serializers.Serializer):
-    query = serializers.CharField(trim_whitespace=False, allow_blank=True)
-    token_budget = serializers.IntegerField(required=False, help_text="100–32000 tokens (default 2000)")
+    query = StrictCharField(
+        blank=False,
+        blank_message="The query is empty. Type what you are looking for.",
+        max_length=MAX_QUERY_CHARS,
+        error_messages={
+            "max_length": f"The query is too long; the limit is {MAX_QUERY_CHARS:,} characters. "
+            "Shorten it to the question itself."
+        },
+    )
+    token_budget = ServiceRangeIntegerField(
+        required=False,
+        min_value=settings.TOKEN_BUDGET_MIN,
+        max_value=settings.TOKEN_BUDGET_MAX,
+        error_messages={"invalid": _BUDGET_NOT_VALID},
+        help_text=f"{settings.TOKEN_BUDGET_MIN}–{settings.TOKEN_BUDGET_MAX} tokens "
+        f"(default {settings.TOKEN_BUDGET_DEFAULT})",
+    )
     mode = serializers.ChoiceField(choices=["bipath", "vector", "llm"], required=False, allow_null=True)
-    collection = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    documents = serializers.ListField(child=serializers.IntegerField(), required=False, allow_null=True)
-    tags = serializers.ListField(child=serializers.CharField(), required=False, allow_null=True)
+    collection = StrictCharField(required=False, allow_null=True)
+    documents = serializers.ListField(child=IdField(), required=False, allow_null=True)
+    tags = _tags_field(allow_null=True)
 
 
 class QueryDocumentSerializer(serializers.Serializer):
@@ -292,7 +382,7 @@ class TokenSerializer(serializers.ModelSerializer):
 
 
 class TokenCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
+    name = StrictCharField(blank=False, max_length=100)
 
 
 class TokenCreatedSerializer(TokenSerializer):

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
-from api.views import accounts, collections, documents, edits, invitations, nodes, queries
+from api.views import accounts, collections, documents, edits, errors, invitations, nodes, queries
 
 app_name = "api"
 
@@ -30,4 +30,6 @@ urlpatterns = [
     path("tokens/<int:pk>", accounts.TokenDetailView.as_view(), name="token"),
     path("health", accounts.HealthView.as_view(), name="health"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    # Last: anything else under /v1/api/ is answered in the API's JSON error shape.
+    re_path(r"^(?P<path>.*)$", errors.not_found, name="not-found"),
 ]

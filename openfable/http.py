@@ -54,7 +54,30 @@ class UserInputErrorMiddleware:
             # The database is down or restarting: say so fast, as a 503, not a traceback page.
             logger.warning("database unavailable for %s: %s", request.path, exception)
             return user_error_response(request, DATABASE_UNAVAILABLE)
+        if request.path.startswith(API_PREFIX):
+            # A bug, not the user's doing: logged with its traceback here (Django's own log of it
+            # is skipped once this answers), and the API's JSON shape, not the site's 500 page.
+            logger.error("Internal Server Error: %s", request.path, exc_info=exception)
+            return api_server_error_response()
         return None
+
+
+def api_server_error_response() -> HttpResponse:
+    body = {
+        "error": {
+            "code": "server_error",
+            "message": "Something went wrong on the server; it is logged. Try again, and report it if it lasts.",
+            "details": {},
+        }
+    }
+    return JsonResponse(body, status=500)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: the same JSON for an API path when the error escaped outside a view."""
+    from django.views.defaults import server_error as page
+
+    return api_server_error_response() if request.path.startswith(API_PREFIX) else page(request)
 
 
 def drf_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:

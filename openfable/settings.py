@@ -322,11 +322,15 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept
+        "api.schema.add_error_responses",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "DocumentStatusEnum": "documents.models.Document.Status",
         "JobStatusEnum": "documents.models.IngestionJob.Status",
         "DocumentBuilderEnum": "documents.models.Document.Builder",
-        "RequestedBuilderEnum": [("", "default"), ("llm", "llm"), ("structural", "structural")],
+        "RequestedBuilderEnum": [("llm", "llm"), ("structural", "structural")],
     },
 }
 

@@ -5,6 +5,9 @@ from django.urls import include, path
 
 from openfable import views
 
+# An error escaping outside any view still answers an API path in the API's JSON shape.
+handler500 = "openfable.http.server_error"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from openfable.errors import UserInputError
+from openfable.errors import NotFoundError, UserInputError
 from openfable.llm import LLMUsage
 
 type Mode = Literal["bipath", "vector", "llm"]
@@ -29,6 +29,11 @@ PATH_NAMES: tuple[str, ...] = (VECTOR, LEXICAL, LLM_SELECT, LLM_NAVIGATE, TREE_E
 
 class RetrievalInputError(UserInputError):
     """Input a user can fix (budget, query, mode, filters); the message says what to do."""
+
+
+class RetrievalNotFoundError(RetrievalInputError, NotFoundError):
+    """A filter names what is not there, or not the user's to see (a collection, document ids,
+    tags), or nothing matches them all: a 404, as for the same collection in a document list."""
 
 
 @dataclass(frozen=True, slots=True)

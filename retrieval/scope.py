@@ -17,7 +17,7 @@ from documents.models import Collection, Document
 from documents.selectors import as_id, collection_get, collections_visible
 from documents.services.documents import TAG_MAX_CHARS, TAGS_MAX_COUNT
 from openfable.errors import NotFoundError
-from retrieval.result import RetrievalInputError
+from retrieval.result import RetrievalInputError, RetrievalNotFoundError
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def resolve_scope(
         existing = set(visible.filter(pk__in=ids).values_list("pk", flat=True))
         missing = [str(pk) for pk in ids if pk not in existing]
         if missing:
-            raise RetrievalInputError(
+            raise RetrievalNotFoundError(
                 f"No document with id {', '.join(missing)}. Use the ids of existing documents "
                 "(see the document list), or leave the documents filter out."
             )
@@ -90,7 +90,7 @@ def resolve_scope(
         )
         unknown = [tag for tag in wanted if tag not in known]
         if unknown:
-            raise RetrievalInputError(
+            raise RetrievalNotFoundError(
                 f"No document has the tag {', '.join(repr(tag) for tag in unknown)}. "
                 "Check the spelling (tags are case-sensitive) or leave the tag filter out."
             )
@@ -102,7 +102,7 @@ def resolve_scope(
     ids = list(selected.order_by("pk").values_list("pk", flat=True))
     if not ids and filters:
         described = "; ".join(f"{name}: {value}" for name, value in filters.items())
-        raise RetrievalInputError(
+        raise RetrievalNotFoundError(
             f"No document matches all the filters together ({described}). Loosen one of them."
         )
     return Scope(
@@ -134,7 +134,7 @@ def _find_collection(value: str | int, user: Any) -> Collection:
     try:
         return collection_get(user=user, collection=value)
     except NotFoundError:
-        raise RetrievalInputError(
+        raise RetrievalNotFoundError(
             f"There is no collection {value!r}. Use the slug or id of an existing collection "
             "(see the collection list), or leave the collection filter out."
         ) from None

@@ -11,12 +11,13 @@ from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.pagination import paginate, paginated
+from api.params import PAGE_PARAMETERS, flag_parameter, query_choice, query_flag
 from api.parsers import JSONParser
 from api.serializers import (
     DocumentCreatedSerializer,
@@ -24,12 +25,14 @@ from api.serializers import (
     DocumentMetaSerializer,
     DocumentSerializer,
     DocumentUpdateSerializer,
+    DocumentUploadSerializer,
     ErrorSerializer,
     JobSerializer,
     ReindexSerializer,
     TreeNodeSerializer,
 )
 from documents import selectors
+from documents.models import Document
 from documents.services.documents import (
     DocumentCreateResult,
     DocumentInputError,
@@ -45,24 +48,21 @@ ERRORS = {
     401: OpenApiResponse(ErrorSerializer, description="no or unknown token"),
     404: OpenApiResponse(ErrorSerializer, description="no such thing, or not yours to see"),
 }
-WAIT = OpenApiParameter(
-    "wait", OpenApiTypes.BOOL, description="wait until indexed (bounded by OPENFABLE_API_WAIT_SECONDS): 201"
-)
+WAIT = flag_parameter("wait", "wait until indexed (bounded by OPENFABLE_API_WAIT_SECONDS): 201")
 
 
-def _flag(request: Request, name: str) -> bool:
-    return str(request.query_params.get(name, "")).lower() in {"1", "true", "yes"}
-
-
-def _created_response(request: Request, result: DocumentCreateResult) -> Response:
+def _created_response(request: Request, result: DocumentCreateResult, *, wait: bool) -> Response:
     job = result.job
     code: int = status.HTTP_202_ACCEPTED if job is not None else status.HTTP_200_OK
-    if job is not None and _flag(request, "wait"):
+    if job is not None and wait:
         job = job_wait(job=job, timeout=settings.API_WAIT_SECONDS)
         if job.status != job.Status.QUEUED and job.status != job.Status.RUNNING:
             code = status.HTTP_201_CREATED
     document = selectors.document_get(user=request.user, pk=result.document.pk)
     body = {
+        # The original OpenFable API's answer (document_id, content_hash), beside ours.
+        "document_id": document.pk,
+        "content_hash": document.content_hash,
         "document": DocumentMetaSerializer(document).data,
         "job": JobSerializer(job).data if job is not None else None,
         "created": result.created,
@@ -71,7 +71,7 @@ def _created_response(request: Request, result: DocumentCreateResult) -> Respons
 
 
 class DocumentListView(APIView):
-    parser_classes = [JSONParser, MultiPartParser, FormParser]
+    parser_classes = [JSONParser, MultiPartParser]
 
     @extend_schema(
         summary="List documents",
@@ -79,12 +79,11 @@ class DocumentListView(APIView):
         parameters=[
             OpenApiParameter("collection", str, description="slug or id"),
             OpenApiParameter("tag", str),
-            OpenApiParameter("status", str, enum=["queued", "indexing", "indexed", "failed"]),
+            OpenApiParameter("status", str, enum=Document.Status.values),
             OpenApiParameter("search", str, description="in titles and file names"),
             OpenApiParameter("created_after", OpenApiTypes.DATETIME),
             OpenApiParameter("created_before", OpenApiTypes.DATETIME),
-            OpenApiParameter("limit", int),
-            OpenApiParameter("offset", int),
+            *PAGE_PARAMETERS,
         ],
         responses={200: paginated(DocumentMetaSerializer), **ERRORS},
     )
@@ -94,19 +93,20 @@ class DocumentListView(APIView):
         documents = selectors.document_list(
             user=request.user,
             collection=params.get("collection") or None,
-            status=params.get("status") or None,
+            status=query_choice(request, "status", Document.Status.values),
             tag=params.get("tag") or None,
             search=params.get("search") or None,
             created_after=_moment(params.get("created_after"), "created_after"),
             created_before=_moment(params.get("created_before"), "created_before"),
         )
-        return paginate(request, documents, DocumentMetaSerializer)
+        # Newest first, then by id: a page never shifts between two reads of the same list.
+        return paginate(request, documents.order_by("-created", "-id"), DocumentMetaSerializer)
 
     @extend_schema(
         summary="Add a document (JSON `text`, or a multipart `file`)",
         request={
             "application/json": DocumentCreateSerializer,
-            "multipart/form-data": DocumentCreateSerializer,
+            "multipart/form-data": DocumentUploadSerializer,
         },
         parameters=[WAIT],
         responses={
@@ -117,7 +117,9 @@ class DocumentListView(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        data = DocumentCreateSerializer(data=request.data)
+        wait = query_flag(request, "wait")  # read first: a bad value must not leave a document behind
+        uploading = (request.content_type or "").startswith("multipart/")
+        data = (DocumentUploadSerializer if uploading else DocumentCreateSerializer)(data=request.data)
         data.is_valid(raise_exception=True)
         fields = data.validated_data
         upload = fields.get("file")
@@ -131,18 +133,18 @@ class DocumentListView(APIView):
             builder=fields.get("builder", ""),
             user=request.user,
         )
-        return _created_response(request, result)
+        return _created_response(request, result, wait=wait)
 
 
 class DocumentDetailView(APIView):
     @extend_schema(
         summary="A document",
-        parameters=[OpenApiParameter("meta_only", OpenApiTypes.BOOL, description="omit the text")],
+        parameters=[flag_parameter("meta_only", "omit the text")],
         responses={200: DocumentSerializer, **ERRORS},
     )
     def get(self, request: Request, pk: int) -> Response:
         document = selectors.document_get(user=request.user, pk=pk)
-        context = {"meta_only": _flag(request, "meta_only")}
+        context = {"meta_only": query_flag(request, "meta_only")}
         return Response(DocumentSerializer(document, context=context).data)
 
     @extend_schema(
@@ -172,21 +174,24 @@ class DocumentReindexView(APIView):
     )
     def post(self, request: Request, pk: int) -> Response:
         document = selectors.document_get(user=request.user, pk=pk)
+        wait = query_flag(request, "wait")
         data = ReindexSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         job = document_reindex(document=document, builder=data.validated_data.get("builder", ""))
-        return _created_response(request, DocumentCreateResult(document=document, job=job, created=False))
+        return _created_response(
+            request, DocumentCreateResult(document=document, job=job, created=False), wait=wait
+        )
 
 
 class DocumentTreeView(APIView):
     @extend_schema(
         summary="A document's tree: nested from the root, or ?flat=true with parent ids",
-        parameters=[OpenApiParameter("flat", OpenApiTypes.BOOL)],
+        parameters=[flag_parameter("flat", "a flat list with parent ids")],
         responses={200: TreeNodeSerializer(many=True), **ERRORS},
     )
     def get(self, request: Request, pk: int) -> Response:
         document = selectors.document_get(user=request.user, pk=pk)
-        return Response(selectors.document_tree(document=document, flat=_flag(request, "flat")))
+        return Response(selectors.document_tree(document=document, flat=query_flag(request, "flat")))
 
 
 class JobDetailView(APIView):
@@ -199,8 +204,8 @@ class JobDetailView(APIView):
 
 
 def _moment(value: str | None, name: str) -> Any:
-    if not value:
-        return None
+    if value is None:
+        return None  # absent; an empty value is refused below, as the schema's date-time says
     refusal = DocumentInputError(
         f"{name}: {value!r} is not a date (2026-11-30) or a date and time (ISO 8601)."
     )

@@ -15,7 +15,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api.fields import IdField, StrictBooleanField, StrictCharField, StrictIntegerField
 from api.pagination import paginate, paginated
+from api.params import PAGE_PARAMETERS
 from api.serializers import NodeSerializer
 from api.views.documents import ERRORS
 from documents import selectors
@@ -33,27 +35,27 @@ from openfable.errors import NotFoundError
 
 
 class VersionSerializer(serializers.Serializer):
-    expected_version = serializers.IntegerField(
+    expected_version = StrictIntegerField(
         required=False, allow_null=True, help_text="the tree_version you edited from (409 if it moved on)"
     )
 
 
 class SplitSerializer(VersionSerializer):
-    position = serializers.IntegerField(help_text="a character offset of the document inside the leaf")
-    snap = serializers.BooleanField(default=True, help_text="move the cut to the nearest sentence end")
+    position = StrictIntegerField(help_text="a character offset of the document inside the leaf")
+    snap = StrictBooleanField(default=True, help_text="move the cut to the nearest sentence end")
 
 
 class MoveSerializer(VersionSerializer):
     # DRF's metaclass moves declared fields off the class: the name clashes with Field.parent for mypy only.
-    parent = serializers.IntegerField(help_text="the id of the new parent node")  # type: ignore[assignment]
-    position = serializers.IntegerField(required=False, allow_null=True, help_text="0 = first; empty = last")
+    parent = IdField(help_text="the id of the new parent node")  # type: ignore[assignment]
+    position = StrictIntegerField(required=False, allow_null=True, help_text="0 = first; empty = last")
 
 
 class GroupSerializer(VersionSerializer):
-    first = serializers.IntegerField(help_text="the first sibling to group")
-    last = serializers.IntegerField(help_text="the last sibling to group")
-    title = serializers.CharField()
-    summary = serializers.CharField(required=False, allow_blank=True, default="")
+    first = IdField(help_text="the first sibling to group")
+    last = IdField(help_text="the last sibling to group")
+    title = StrictCharField(blank=False)
+    summary = StrictCharField(required=False, default="")
 
 
 class EditResultSerializer(serializers.Serializer):
@@ -176,6 +178,7 @@ class DocumentHistoryView(APIView):
     @extend_schema(
         summary="The document's tree edits since it was indexed, newest first",
         operation_id="v1_api_documents_history_list",
+        parameters=PAGE_PARAMETERS,
         responses={200: paginated(TreeEditSerializer), **ERRORS},
     )
     def get(self, request: Request, pk: int) -> Response:

@@ -75,10 +75,17 @@ def collection_create(*, name: str, slug: str = "", owner: Any = None) -> Collec
 
 
 def collection_slug_clean(*, name: str, slug: str = "") -> str:
-    """The slug a new collection gets (from the name when none is given); refused when unusable or taken."""
-    slug = (slug or "").strip() or slugify(name or "")[:200]
-    if not slug:
-        raise DocumentInputError(f"Cannot make a URL slug from the name {name!r}; give a slug.")
+    """The slug a new collection gets: the one given, refused when unusable; or one made from the
+    name, always usable (the API's schema promises any name works); refused (409) when taken."""
+    slug = (slug or "").strip() or _slug_from_name(name)
+    slug_check(slug)
+    if Collection.objects.filter(slug=slug).exists():
+        raise ConflictError(f"A collection with the slug {slug!r} already exists; choose another slug.")
+    return slug
+
+
+def slug_check(slug: str) -> None:
+    """The rules a chosen slug keeps (``DocumentInputError`` says which one it breaks)."""
     if slug != slugify(slug):
         raise DocumentInputError(
             f"The slug {slug!r} may hold only lowercase letters, digits, hyphens and underscores."
@@ -90,9 +97,14 @@ def collection_slug_clean(*, name: str, slug: str = "") -> str:
         )
     if slug_is_reserved(slug):
         raise DocumentInputError(f"The slug {slug!r} is kept for default collections; choose another one.")
-    if Collection.objects.filter(slug=slug).exists():
-        raise DocumentInputError(f"A collection with the slug {slug!r} already exists.", code="conflict")
-    return slug
+
+
+def _slug_from_name(name: str) -> str:
+    made = slugify(name or "")[:200].strip("-_")
+    if not made or made.isdigit() or slug_is_reserved(made):
+        # "0", "!!!" or "default" as a name: still a collection, under a slug no id can look like.
+        made = f"collection-{made}".strip("-")[:200].strip("-_")
+    return made
 
 
 def collection_default(*, user: Any = None) -> Collection:
