@@ -204,3 +204,31 @@ ARTICLE_PAGE = b"""<!DOCTYPE html>
 <footer class="site">Copyright Example Shop. Cookie settings.</footer>
 </body></html>
 """
+
+
+def bomb_pdf(*, inflated_bytes: int) -> bytes:
+    """A one-page PDF of a few hundred KB whose content stream inflates to ``inflated_bytes``
+    (blanks, then one line of text): a decompression bomb, written by hand."""
+    import zlib
+
+    text = b"BT /F1 12 Tf 72 720 Td (A page whose stream inflates far past its size) Tj ET\n"
+    packer = zlib.compressobj(9)
+    stream = packer.compress(b" " * inflated_bytes) + packer.compress(text) + packer.flush()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)

@@ -1,0 +1,121 @@
+"""``extract`` in a child process with a memory cap and a hard time limit (pure, no Django).
+
+PDFium is C: a page whose streams inflate to gigabytes (a decompression bomb) or that loops
+inside the library is out of reach of ``extract``'s own checks, which run between pages. The
+worker calls ``extract_isolated`` instead: the child caps its address space (``RLIMIT_AS``) and
+is killed when the time limit passes, and either ends as one ``ExtractionError``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import resource
+from multiprocessing.connection import Connection
+from typing import Any
+
+from documents.ingestion.extraction.model import Extracted, ExtractionError, ExtractionLimits
+
+_MEGABYTE = 1024 * 1024
+
+
+def extract_isolated(
+    data: bytes,
+    *,
+    filename: str,
+    limits: ExtractionLimits | None = None,
+    max_memory_bytes: int = 2048 * _MEGABYTE,
+    grace_seconds: float = 10.0,
+) -> Extracted:
+    """``extract(data, filename=..., limits=...)`` in a fresh process that may allocate
+    ``max_memory_bytes`` beyond what it holds once started, and is killed after
+    ``limits.max_seconds`` (plus ``grace_seconds`` for it to start)."""
+    limits = limits or ExtractionLimits()
+    context = multiprocessing.get_context("spawn")  # no lock or thread of the caller's comes along
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(
+        target=_child, args=(sender, data, filename, limits, max_memory_bytes), daemon=True
+    )
+    child.start()
+    sender.close()
+    try:
+        if not receiver.poll(max(0.0, limits.max_seconds + grace_seconds)):
+            raise _too_slow(filename, limits)
+        kind, payload = receiver.recv()
+    except EOFError:
+        child.join()
+        # Killed by a signal: the kernel's OOM killer, or PDFium aborting on a failed allocation.
+        if child.exitcode is not None and child.exitcode < 0:
+            raise _too_big(filename, max_memory_bytes) from None
+        raise ExtractionError(
+            _unreadable(filename, RuntimeError("the reader stopped")), code="corrupt"
+        ) from None
+    finally:
+        receiver.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+    if kind == "ok":
+        result: Extracted = payload
+        return result
+    if kind == "memory":
+        raise _too_big(filename, max_memory_bytes)
+    message, code = payload
+    raise ExtractionError(message, code=code)
+
+
+def _child(
+    sender: Connection, data: bytes, filename: str, limits: ExtractionLimits, max_memory_bytes: int
+) -> None:
+    # Every reader's libraries load before the cap, so it bounds the reading alone.
+    import docx  # noqa: F401
+    import selectolax.lexbor  # noqa: F401
+
+    import documents.ingestion.extraction.pdf_pdfium  # noqa: F401
+    from documents.ingestion.extraction import extract
+
+    answer: tuple[str, Any]
+    try:
+        _cap_memory(max_memory_bytes)
+        answer = ("ok", extract(data, filename=filename, limits=limits))
+    except ExtractionError as error:
+        answer = ("error", (error.message, error.code))
+    except MemoryError:
+        answer = ("memory", None)
+    except Exception as error:  # a bug or a file no reader expected: a sentence, not a traceback
+        answer = ("error", (_unreadable(filename, error), "corrupt"))
+    sender.send(answer)
+    sender.close()
+
+
+def _cap_memory(max_memory_bytes: int) -> None:
+    """The address space it has now (interpreter, libraries), plus ``max_memory_bytes``."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            pages = int(statm.read().split()[0])
+    except OSError:  # not Linux: the time limit still holds
+        return
+    current = pages * resource.getpagesize()
+    limit = current + max_memory_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _too_slow(filename: str, limits: ExtractionLimits) -> ExtractionError:
+    return ExtractionError(
+        f"{filename}: reading the file took longer than {limits.max_seconds:g} seconds; "
+        "split it into smaller files and upload them again",
+        code="too_slow",
+    )
+
+
+def _too_big(filename: str, max_memory_bytes: int) -> ExtractionError:
+    return ExtractionError(
+        f"{filename} needs more than {max_memory_bytes // _MEGABYTE:,} MB of memory to read "
+        "(a decompression bomb?); split it or export it again, and upload it again",
+        code="too_large",
+    )
+
+
+def _unreadable(filename: str, error: Exception) -> str:
+    return (
+        f"{filename} could not be read ({type(error).__name__}); save or export it again and upload it again"
+    )
