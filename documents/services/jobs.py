@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -19,7 +21,7 @@ from functools import partial
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -50,6 +52,8 @@ _EMBED_GROUP = 16
 # would otherwise write the job row dozens of times a second).
 _PROGRESS_MIN_SECONDS = 1.0
 _last_written: dict[int, float] = {}
+# How often the save's heartbeat thread writes (``_heartbeat_meanwhile``).
+_SAVE_HEARTBEAT_SECONDS = 2.0
 
 
 def job_progress(job: IngestionJob, stage: str, fraction: float = 0.0) -> None:
@@ -79,6 +83,10 @@ def job_claim(*, document_id: int, worker: str = "") -> IngestionJob | None:
     ``worker`` ("host:pid") names the process running it, so that a worker starting on the same
     host can tell a job whose process died (``jobs_requeue_orphans``)."""
     with transaction.atomic():
+        # The document row first: the order every writer of a job and its document keeps (a
+        # claim of a job whose tree is being saved waits for the save, then finds it done).
+        if not Document.objects.select_for_update().filter(pk=document_id).exists():
+            return None
         job = (
             IngestionJob.objects.select_for_update()
             .select_related("document")
@@ -211,16 +219,48 @@ def document_index(
 
     job_progress(job, "saving")
     started = time.perf_counter()
-    document_tree_replace(
-        document=document,
-        rows=rows,
-        vectors=vectors,
-        builder=builder,
-        embedding_model=embedder.model_name,
-        job=job,
-    )
+    with _heartbeat_meanwhile(job):
+        document_tree_replace(
+            document=document,
+            rows=rows,
+            vectors=vectors,
+            builder=builder,
+            embedding_model=embedder.model_name,
+            job=job,
+        )
     timings["save"] = round(time.perf_counter() - started, 3)
     IngestionJob.objects.filter(pk=job.pk).update(timings={**job.timings, **timings})
+
+
+@contextmanager
+def _heartbeat_meanwhile(job: IngestionJob) -> Iterator[None]:
+    """Keep the job's heartbeat moving from a connection of its own during a step that cannot
+    report from inside its transaction (the tree swap: seconds to minutes for a 5 MB document).
+
+    Not inside an outer transaction (a test's): the job row would be locked by it, or invisible."""
+    if connection.in_atomic_block:
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(_SAVE_HEARTBEAT_SECONDS):
+                IngestionJob.objects.filter(
+                    pk=job.pk, status=IngestionJob.Status.RUNNING, started=job.started
+                ).update(heartbeat=timezone.now())
+        except DatabaseError:
+            logger.warning("job %s: a heartbeat during the save failed", job.pk, exc_info=True)
+        finally:
+            connection.close()  # this thread's own
+
+    beating = threading.Thread(target=beat, name=f"heartbeat-job-{job.pk}", daemon=True)
+    beating.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        beating.join(timeout=30)
 
 
 class MemoEmbedder:

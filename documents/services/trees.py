@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from documents.ingestion.pipeline import NodeRow
@@ -84,7 +84,7 @@ def document_tree_replace(
     """
     if not Document.objects.select_for_update().filter(pk=document.pk).exists():
         raise Document.DoesNotExist(f"document {document.pk} was deleted")
-    if job is not None and not _job_still_ours(job):
+    if job is not None and not _job_still_ours(job).exists():  # no tree written for nothing
         raise JobSuperseded(f"job {job.pk} was failed or claimed again while it ran")
     with connection.cursor() as cursor:
         # One statement instead of Django's cascade collector walking the parent links.
@@ -124,17 +124,19 @@ def document_tree_replace(
         tree_version=F("tree_version") + 1,
         updated=timezone.now(),
     )
-    if job is not None:
-        # Locked by the claim check above; the swap and the job's success commit together.
-        IngestionJob.objects.filter(pk=job.pk).update(
-            status=IngestionJob.Status.SUCCEEDED,
-            stage=IngestionJob.Stage.DONE,
-            progress=100,
-            node_count=len(rows),
-            chunk_count=sum(1 for row in rows if row.kind == LEAF),
-            error="",
-            finished=timezone.now(),
-        )
+    # The job's row is written (and locked) only now, at the end: until then the runner's
+    # heartbeat keeps moving during the save (``jobs.job_run_now``). Swept or claimed again
+    # meanwhile, it is no longer this runner's, and the whole swap rolls back.
+    if job is not None and not _job_still_ours(job).update(
+        status=IngestionJob.Status.SUCCEEDED,
+        stage=IngestionJob.Stage.DONE,
+        progress=100,
+        node_count=len(rows),
+        chunk_count=sum(1 for row in rows if row.kind == LEAF),
+        error="",
+        finished=timezone.now(),
+    ):
+        raise JobSuperseded(f"job {job.pk} was failed or claimed again while its tree was saved")
     corpus_version_bump()
     # Once committed: the collection may now be large enough for its own HNSW index.
     collection_id = document.collection_id
@@ -142,16 +144,13 @@ def document_tree_replace(
     return [saved[row.order] for row in rows]
 
 
-def _job_still_ours(job: IngestionJob) -> bool:
-    """The job is still running under the claim this runner made (locked until the swap commits).
+def _job_still_ours(job: IngestionJob) -> QuerySet[IngestionJob]:
+    """The job, if it is still running under the claim this runner made (its ``started``).
 
-    The document row is locked first, as everywhere a job and its document change together
-    (``jobs.job_fail``, the sweep), so the two never wait on each other in opposite orders."""
-    return (
-        IngestionJob.objects.select_for_update()
-        .filter(pk=job.pk, status=IngestionJob.Status.RUNNING, started=job.started)
-        .exists()
-    )
+    Its document row is locked before it, as everywhere a job and its document change together
+    (``jobs.job_claim``, ``jobs.job_fail``, the sweep), so two writers never wait on each other
+    in opposite orders."""
+    return IngestionJob.objects.filter(pk=job.pk, status=IngestionJob.Status.RUNNING, started=job.started)
 
 
 # -- node edits ----------------------------------------------------------------------------------

@@ -185,6 +185,31 @@ def test_a_slow_build_beats_in_every_stage_and_is_never_swept(settings: Any) -> 
     assert document.status == Document.Status.INDEXED
 
 
+def test_the_save_beats_too_and_the_sweep_leaves_it_alone(
+    pause_in_save: tuple[threading.Event, threading.Event], monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """A tree swap is one transaction (minutes for a 5 MB document): a thread with a connection
+    of its own keeps the heartbeat moving meanwhile, and the sweep never fails it."""
+    monkeypatch.setattr(jobs, "_SAVE_HEARTBEAT_SECONDS", 0.2)
+    inside, release = pause_in_save
+    document = document_create(
+        collection=collection_create(name="Big"), content=_text(3), queue=False
+    ).document
+    build = _InThread(lambda: job_run_now(document_id=document.pk, embedder=_SlowEmbedder()))
+    assert inside.wait(60)
+    beats = set()
+    for _ in range(10):
+        beats.add(IngestionJob.objects.values_list("heartbeat", flat=True).get())
+        time.sleep(0.15)
+    settings.JOB_STALL_SECONDS = 60
+    IngestionJob.objects.update(heartbeat=time_ago(120))  # as if the save had been silent that long
+    assert jobs_fail_stalled() == 0, "a document whose tree is being saved has a live worker"
+    release.set()
+    run = build.join()
+    assert len(beats) >= 3, "the heartbeat moved during the save"
+    assert isinstance(run, JobRun) and run.succeeded
+
+
 def test_a_build_whose_job_was_swept_meanwhile_saves_nothing_and_states_agree(settings: Any) -> None:
     document = document_create(
         collection=collection_create(name="Big"), content=_text(20), queue=False
