@@ -6,6 +6,10 @@ the format from the content (``detect``), reads it (``pdf_pdfium`` + ``pdf_layou
 an ``Extracted``: the cleaned text with its structure written as markdown headings (which the
 structural builder reads as sections), the heading hints, and the page map. Anything it cannot
 read raises ``ExtractionError`` with one sentence saying what to do.
+
+``isolated.extract_isolated`` is the same call in a child process with a memory cap and a hard
+time limit: what a worker runs on an uploaded file, since PDFium's own work (a decompression
+bomb, a page that loops) is beyond the checks ``extract`` makes between pages.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import bisect
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 PDF = "pdf"
 DOCX = "docx"
@@ -77,10 +78,10 @@ class Extracted:
     headings: tuple[HeadingHint, ...] = ()
     # A sentence when the file's name says another format than its content (read by content).
     mismatch: str = ""
-    _page_starts: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_page_starts", tuple(span.start for span in self.page_spans))
+    @cached_property
+    def _page_starts(self) -> tuple[int, ...]:
+        return tuple(span.start for span in self.page_spans)
 
     def pages_of(self, start: int, end: int) -> tuple[int, ...]:
         """The pages ``text[start:end]`` lies on (a node's or a chunk's ``pages``)."""

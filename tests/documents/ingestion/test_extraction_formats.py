@@ -13,8 +13,10 @@ from documents.ingestion.extraction import (
     MARKDOWN,
     PDF,
     TEXT,
+    Extracted,
     ExtractionError,
     ExtractionLimits,
+    PageSpan,
     detect_format,
     extract,
 )
@@ -154,3 +156,12 @@ def test_zip_that_is_not_a_docx_is_refused() -> None:
         archive.writestr("xl/workbook.xml", "<workbook/>")
     with pytest.raises(ExtractionError, match=r"zip archive but not a Word \(.docx\) file"):
         extract(out.getvalue(), filename="sheet.docx")
+
+
+def test_pages_of_a_range_skips_empty_pages() -> None:
+    spans = (PageSpan(1, 0, 2), PageSpan(2, 2, 2), PageSpan(3, 2, 6))  # page 2 was blank
+    extracted = Extracted(text="abcdef", format=PDF, pages=3, page_spans=spans)
+    assert extracted.pages_of(0, 2) == (1,)
+    assert extracted.pages_of(1, 3) == (1, 3)
+    assert extracted.pages_of(2, 6) == (3,)
+    assert extracted.pages_of(0, 6) == (1, 3)
