@@ -175,7 +175,7 @@ def _builder_field() -> serializers.ChoiceField:
     )
 
 
-def _tags_field(**kwargs: Any) -> serializers.ListField:
+def _tags_field(*, too_many: str = "Keep the ones you filter by.", **kwargs: Any) -> serializers.ListField:
     # The counts the services keep (documents.services.documents.clean_tags), for the schema.
     return serializers.ListField(
         child=StrictCharField(
@@ -186,7 +186,9 @@ def _tags_field(**kwargs: Any) -> serializers.ListField:
             },
         ),
         max_length=TAGS_MAX_COUNT,
-        error_messages={"max_length": f"Too many tags; a document carries at most {TAGS_MAX_COUNT}."},
+        error_messages={
+            "max_length": f"Too many tags; a document carries at most {TAGS_MAX_COUNT}. {too_many}"
+        },
         required=False,
         **kwargs,
     )
@@ -336,7 +338,7 @@ class QueryRequestSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["bipath", "vector", "llm"], required=False, allow_null=True)
     collection = StrictCharField(required=False, allow_null=True)
     documents = serializers.ListField(child=IdField(), required=False, allow_null=True)
-    tags = _tags_field(allow_null=True)
+    tags = _tags_field(too_many="Filter by fewer tags.", allow_null=True)
 
 
 class QueryDocumentSerializer(serializers.Serializer):
