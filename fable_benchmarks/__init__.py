@@ -18,6 +18,8 @@ a surface would, so what they measure is what a user gets.
   scripted model that speaks OpenAI's chat-completions protocol over HTTP (tests use it too).
 - ``load``: concurrent API and UI users (locust, ``locustfile``) against the servers of
   ``load_servers`` (gunicorn + uvicorn workers, a Celery worker ingesting meanwhile).
+- ``extraction``: PDF extraction candidates on real PDFs (``bench-extract``): extraction
+  ceiling against the gold references, pages per second, peak memory, each in its own process.
 - ``report``: the markdown tables and the JSON file the five write.
 - ``plot``: recall against token budget as an SVG chart, from bench-retrieval's report.
 - ``cli``: the five subcommands of the ``openfable`` command line.

@@ -1,5 +1,5 @@
 """The benchmark subcommands of `openfable`: `bench-ingest` (and `bench-ingest-large`), `bench-retrieval` (and `bench-plot`,
-its chart from a saved report), `bench-latency`, `bench-load`, `bench-cost`.
+its chart from a saved report), `bench-latency`, `bench-load`, `bench-cost`, `bench-extract`.
 
 They print markdown tables (``--json PATH`` writes the same numbers). Registered into the
 command line from here (see ``cli.management.commands.openfable.SUBCOMMAND_MODULES``). The
@@ -167,6 +167,26 @@ def register(subparsers: Any) -> None:
     )
     cost.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
     cost.set_defaults(handler=_handle_bench_cost)
+
+    extract = subparsers.add_parser(
+        "bench-extract",
+        help="PDF extraction candidates on real PDFs: extraction ceiling, pages per second, peak memory",
+    )
+    extract.add_argument(
+        "--files", required=True, type=Path, help='JSONL of {"doc_id", "file"} (e.g. cuad/pdfs.jsonl)'
+    )
+    extract.add_argument(
+        "--queries", type=Path, default=None, help="gold references (default: queries.jsonl beside --files)"
+    )
+    extract.add_argument(
+        "--candidates",
+        default="",
+        help="comma-separated among pypdfium2, pdfplumber, pypdfium2+clean, pdfplumber+clean, reference "
+        "(default: all)",
+    )
+    extract.add_argument("--limit", type=int, default=0, help="first N files (0: all)")
+    extract.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
+    extract.set_defaults(handler=_handle_bench_extract)
 
 
 def _parse_budgets(text: str) -> list[int]:
@@ -426,3 +446,32 @@ def _handle_bench_cost(options: dict[str, Any]) -> str:
     if options.get("json_path"):
         write_json(report, options["json_path"])
     return format_cost(report)
+
+
+def _handle_bench_extract(options: dict[str, Any]) -> str:
+    from fable_benchmarks.extraction import CANDIDATES, bench_extract, format_extract, queries_beside
+    from fable_benchmarks.report import write_json
+
+    _check_files("files", [options["files"]])
+    queries = options["queries"] or queries_beside(options["files"])
+    _check_files("queries", [queries])
+    candidates = [name.strip() for name in options["candidates"].split(",") if name.strip()] or list(
+        CANDIDATES
+    )
+    unknown = [name for name in candidates if name not in CANDIDATES]
+    if unknown:
+        raise BenchInputError(
+            f"--candidates: unknown {', '.join(unknown)}; choose among {', '.join(CANDIDATES)}"
+        )
+    if options["limit"] < 0:
+        raise BenchInputError("--limit must be 0 (all) or more")
+    rows = bench_extract(
+        files_path=options["files"],
+        queries_path=queries,
+        candidates=candidates,
+        limit=options["limit"],
+        log=_log,
+    )
+    if options.get("json_path"):
+        write_json({"rows": [row.as_json() for row in rows]}, options["json_path"])
+    return format_extract(rows)
