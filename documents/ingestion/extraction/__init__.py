@@ -31,6 +31,7 @@ from documents.ingestion.extraction.model import (
     ExtractionLimits,
     HeadingHint,
     PageSpan,
+    Progress,
 )
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "ExtractionLimits",
     "HeadingHint",
     "PageSpan",
+    "Progress",
     "clean_chars",
     "clean_line",
     "detect_format",
@@ -57,16 +59,28 @@ __all__ = [
 _MIN_CHARS_PER_PAGE = 16
 
 
-def extract(data: bytes, *, filename: str, limits: ExtractionLimits | None = None) -> Extracted:
-    """The document in ``data`` (the file's bytes; ``filename`` breaks ties and names it in errors)."""
+def extract(
+    data: bytes,
+    *,
+    filename: str,
+    limits: ExtractionLimits | None = None,
+    on_progress: Progress | None = None,
+) -> Extracted:
+    """The document in ``data`` (the file's bytes; ``filename`` breaks ties and names it in errors).
+
+    ``on_progress(done, total)`` hears of each page read (a PDF), or of the one "page" of the
+    other formats once it is read."""
     limits = limits or ExtractionLimits()
+    progress: Progress = on_progress or (lambda done, total: None)
     detected = detect_format(data, filename=filename)
     deadline = Deadline(limits.max_seconds, filename)
     if detected.format in (MARKDOWN, TEXT):
-        return _text(data, filename, detected, limits)
+        extracted = _text(data, filename, detected, limits)
+        progress(1, 1)
+        return extracted
     pages = 1
     if detected.format == PDF:
-        blocks, pages = _pdf_blocks(data, filename, limits, deadline)
+        blocks, pages = _pdf_blocks(data, filename, limits, deadline, progress)
     elif detected.format == DOCX:
         from documents.ingestion.extraction.docx import docx_blocks
 
@@ -75,6 +89,8 @@ def extract(data: bytes, *, filename: str, limits: ExtractionLimits | None = Non
         from documents.ingestion.extraction.html import html_blocks
 
         blocks = html_blocks(data, deadline=deadline)
+    if detected.format != PDF:
+        progress(1, 1)
     assembled = assemble(blocks, pages=pages, max_chars=limits.max_text_chars, filename=filename)
     if not assembled.text.strip():
         raise ExtractionError(f"{filename} holds no text; upload a file with some text in it", code="empty")
@@ -89,12 +105,12 @@ def extract(data: bytes, *, filename: str, limits: ExtractionLimits | None = Non
 
 
 def _pdf_blocks(
-    data: bytes, filename: str, limits: ExtractionLimits, deadline: Deadline
+    data: bytes, filename: str, limits: ExtractionLimits, deadline: Deadline, progress: Progress
 ) -> tuple[list[Block], int]:
     from documents.ingestion.extraction.pdf_clean import clean_pages
     from documents.ingestion.extraction.pdf_pdfium import read_pdf
 
-    layout = read_pdf(data, filename=filename, limits=limits, deadline=deadline)
+    layout = read_pdf(data, filename=filename, limits=limits, deadline=deadline, on_page=progress)
     pages = len(layout.pages)
     if sum(page.ink_chars for page in layout.pages) < _MIN_CHARS_PER_PAGE * pages:
         raise ExtractionError(

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import multiprocessing
 import resource
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from documents.ingestion.extraction.model import Extracted, ExtractionError, ExtractionLimits
+from documents.ingestion.extraction.model import Extracted, ExtractionError, ExtractionLimits, Progress
 
 _MEGABYTE = 1024 * 1024
 
@@ -25,6 +26,7 @@ def extract_isolated(
     limits: ExtractionLimits | None = None,
     max_memory_bytes: int = 2048 * _MEGABYTE,
     grace_seconds: float = 10.0,
+    on_progress: Progress | None = None,
 ) -> Extracted:
     """``extract(data, filename=..., limits=...)`` in a fresh process that may allocate
     ``max_memory_bytes`` beyond what it holds once started, and is killed after
@@ -37,10 +39,16 @@ def extract_isolated(
     )
     child.start()
     sender.close()
+    expires = time.monotonic() + max(0.0, limits.max_seconds + grace_seconds)
     try:
-        if not receiver.poll(max(0.0, limits.max_seconds + grace_seconds)):
-            raise _too_slow(filename, limits)
-        kind, payload = receiver.recv()
+        while True:
+            if not receiver.poll(max(0.0, expires - time.monotonic())):
+                raise _too_slow(filename, limits)
+            kind, payload = receiver.recv()
+            if kind != "progress":
+                break
+            if on_progress is not None:
+                on_progress(*payload)
     except EOFError:
         child.join()
         # Killed by a signal: the kernel's OOM killer, or PDFium aborting on a failed allocation.
@@ -76,7 +84,15 @@ def _child(
     answer: tuple[str, Any]
     try:
         _cap_memory(max_memory_bytes)
-        answer = ("ok", extract(data, filename=filename, limits=limits))
+        answer = (
+            "ok",
+            extract(
+                data,
+                filename=filename,
+                limits=limits,
+                on_progress=lambda done, total: sender.send(("progress", (done, total))),
+            ),
+        )
     except ExtractionError as error:
         answer = ("error", (error.message, error.code))
     except MemoryError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -13,6 +14,8 @@ HTML = "html"
 MARKDOWN = "markdown"
 TEXT = "text"
 FORMATS = (PDF, DOCX, HTML, MARKDOWN, TEXT)
+# Told (pages read, pages in all) after each page: the job's progress and heartbeat.
+Progress = Callable[[int, int], None]
 # How each format is named in a sentence a person reads.
 FORMAT_NAMES = {
     PDF: "a PDF",

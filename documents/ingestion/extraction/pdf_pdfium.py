@@ -16,7 +16,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from documents.ingestion.extraction.assemble import clean_line
-from documents.ingestion.extraction.model import Deadline, ExtractionError, ExtractionLimits
+from documents.ingestion.extraction.model import Deadline, ExtractionError, ExtractionLimits, Progress
 from documents.ingestion.extraction.pdf_layout import (
     OutlineEntry,
     PdfLayout,
@@ -37,7 +37,14 @@ _HYPHEN_MARKS = (0xFFFE, 0x02)  # how PDFium marks a hyphen it found at a line e
 _MAX_OUTLINE = 5000
 
 
-def read_pdf(data: bytes, *, filename: str, limits: ExtractionLimits, deadline: Deadline) -> PdfLayout:
+def read_pdf(
+    data: bytes,
+    *,
+    filename: str,
+    limits: ExtractionLimits,
+    deadline: Deadline,
+    on_page: Progress | None = None,
+) -> PdfLayout:
     with _PDFIUM:
         document = _open(data, filename)
         try:
@@ -58,6 +65,8 @@ def read_pdf(data: bytes, *, filename: str, limits: ExtractionLimits, deadline: 
                     pages.append(_read_page(page))
                 finally:
                     page.close()
+                if on_page is not None:
+                    on_page(index + 1, count)
             outline = _outline(document, count)
         except pdfium.PdfiumError:
             raise _corrupt(filename) from None

@@ -39,3 +39,11 @@ def test_the_readers_own_errors_come_back_with_their_code() -> None:
     with pytest.raises(ExtractionError, match="password-protected") as error:
         extract_isolated(files.encrypted_pdf(), filename="secret.pdf")
     assert error.value.code == "encrypted"
+
+
+def test_progress_comes_back_from_the_child_page_by_page() -> None:
+    seen: list[tuple[int, int]] = []
+    extract_isolated(
+        files.report_pdf(pages=3), filename="report.pdf", on_progress=lambda *step: seen.append(step)
+    )
+    assert seen == [(1, 3), (2, 3), (3, 3)]

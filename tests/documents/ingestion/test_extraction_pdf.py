@@ -155,3 +155,12 @@ def test_text_limit_stops_a_file_that_expands_too_far() -> None:
     with pytest.raises(ExtractionError, match="expands to more than 100 characters") as error:
         extract(files.report_pdf(), filename="big.pdf", limits=ExtractionLimits(max_text_chars=100))
     assert error.value.code == "too_large"
+
+
+def test_progress_is_told_page_by_page() -> None:
+    seen: list[tuple[int, int]] = []
+    extract(files.report_pdf(pages=3), filename="report.pdf", on_progress=lambda *step: seen.append(step))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+    seen.clear()
+    extract(files.heading_docx(), filename="notes.docx", on_progress=lambda *step: seen.append(step))
+    assert seen == [(1, 1)]
