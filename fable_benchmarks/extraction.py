@@ -165,8 +165,19 @@ def _row(
 # -- in the child process
 
 
-def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
+def _rss_mb(field: str = "VmHWM") -> float:
+    """The process's peak resident memory (``VmHWM``), or its resident memory now (``VmRSS``).
+
+    From /proc, not ``getrusage``: Linux keeps ``ru_maxrss`` across the exec that starts a spawned
+    child, so it would report the parent's peak when that one is larger."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # not Linux: kilobytes on BSD too
 
 
 def _run_candidate(
@@ -175,7 +186,7 @@ def _run_candidate(
     read = _READERS.get(candidate)
     for module in _IMPORTS.get(candidate, ()):  # the libraries are loaded before the baseline
         importlib.import_module(module)
-    base = _rss_mb()
+    base = _rss_mb("VmRSS")
     texts: dict[Any, str] = {}
     pages = failures = 0
     started = time.perf_counter()
