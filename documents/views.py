@@ -44,14 +44,15 @@ CORPUS = "documents/corpus.html"
 @login_required
 def corpus(request: HtmxHttpRequest) -> HttpResponse:
     collections = selectors.collection_list(user=request.user)
-    form = UploadForm(collections=collections)
+    form = UploadForm(collections=collections, initial=_upload_defaults(request))
     status = 200
     if request.method == "POST":
         form = UploadForm(request.POST, request.FILES, collections=collections)
         if form.is_valid() and _upload(request, form):
             if not request.htmx:
                 return redirect("documents:home")
-            form = UploadForm(collections=collections)  # a fresh form under the updated table
+            # A fresh form under the updated table, still on the collection just used.
+            form = UploadForm(collections=collections, initial=_upload_defaults(request))
         elif not request.htmx:
             status = 400
     context = _corpus_context(request, collections=collections, form=form)
@@ -88,13 +89,32 @@ def _upload(request: HtmxHttpRequest, form: UploadForm) -> bool:
     except UserInputError:
         return False
     added = sum(1 for result in created if result.created)
-    known = len(created) - added
-    messages.success(
-        request,
-        f"Added {added} document(s); indexing has started."
-        + (f" {known} were already in the collection." if known else ""),
-    )
+    request.session[_UPLOAD_COLLECTION] = data["collection"] or ""
+    messages.success(request, _upload_message(added=added, known=len(created) - added))
     return True
+
+
+_UPLOAD_COLLECTION = "upload_collection"  # the collection of the last upload: the next one's default
+
+
+def _upload_defaults(request: HtmxHttpRequest) -> dict[str, str]:
+    return {"collection": request.session.get(_UPLOAD_COLLECTION, "")}
+
+
+def _upload_message(*, added: int, known: int) -> str:
+    """What an upload did, in words: "Added 2 documents; indexing has started." """
+
+    def documents(count: int) -> str:
+        return f"{count} document{'' if count == 1 else 's'}"
+
+    if not added:
+        return (
+            "Nothing new to add: that document is already in the collection."
+            if known == 1
+            else f"Nothing new to add: those {documents(known)} are already in the collection."
+        )
+    already = f" {documents(known)} {'was' if known == 1 else 'were'} already there." if known else ""
+    return f"Added {documents(added)}; indexing has started.{already}"
 
 
 def _corpus_context(request: HtmxHttpRequest, *, collections: Any, form: UploadForm) -> dict[str, Any]:
@@ -188,7 +208,8 @@ def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpRe
     flat = {node["id"]: node for node in _walk(tree)}
     for node in flat.values():
         node["label"] = node["title"] or _opening(document.content[node["start_char"] : node["end_char"]])
-    selected = flat.get(node_id or -1) or (tree[0] if tree else None)
+    # Nothing is selected until the person picks a node: the page opens on the plain text.
+    selected = flat.get(node_id or -1)
     context = {
         "document": document,
         "tree": tree,

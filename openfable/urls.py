@@ -9,6 +9,8 @@ from openfable import views
 handler500 = "openfable.http.server_error"
 
 urlpatterns = [
+    # Browsers and crawlers ask for /favicon.ico whatever the page links: the SVG icon answers.
+    path("favicon.ico", views.favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("accounts/tokens/", views.tokens_page, name="tokens"),

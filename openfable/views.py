@@ -1,11 +1,12 @@
-"""The person's own settings page: API tokens (made, shown once, revoked)."""
+"""The person's own settings page: API tokens (made, shown once, revoked); the site's icon."""
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
@@ -41,3 +42,10 @@ def token_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
     token_revoke(token=token)
     messages.success(request, f"Revoked “{token.name}”: it no longer works.")
     return redirect("tokens")
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """/favicon.ico, asked for by browsers on every site: the icon the pages link, from static."""
+    response = HttpResponseRedirect(static("openfable/favicon.svg"))
+    response["Cache-Control"] = "public, max-age=86400"
+    return response

@@ -14,13 +14,37 @@ from django.shortcuts import render
 from documents import selectors
 from openfable.errors import UserInputError
 from openfable.http import HtmxHttpRequest
-from retrieval.result import MODES, RetrievalResult
+from retrieval.result import (
+    LEXICAL,
+    LLM_NAVIGATE,
+    LLM_SELECT,
+    MODES,
+    TREE_EXPANSION,
+    VECTOR,
+    RetrievalResult,
+)
 from retrieval.services import retrieve
 
 RECENT_QUERIES = 10
 DOCUMENT_CHOICES = 500
 CONTEXT_CHARS = 160  # text shown before and after a chunk; the rest is collapsed
 _SESSION_KEY = "query_page"
+# The retrieval paths in words, for people; the API and MCP keep the names.
+PATH_WORDS = {
+    VECTOR: "vector search",
+    LEXICAL: "keyword search",
+    LLM_SELECT: "the LLM's pick of documents",
+    LLM_NAVIGATE: "the LLM reading the outline",
+    TREE_EXPANSION: "tree expansion",
+}
+
+
+def _path_words(name: str) -> str:
+    return PATH_WORDS.get(name, name.replace("_", " "))
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 @login_required
@@ -111,10 +135,21 @@ def _result_context(result: RetrievalResult, *, user: Any) -> dict[str, Any]:
                 "cut_before": before_start > 0,
                 "cut_after": after_end < len(text),
                 "scores": chunk.scores.to_dict(),
+                "found_by": " and ".join(_path_words(name) for name in chunk.found_by),
             }
         )
     return {
         "result": result,
+        "paths": [
+            {
+                "words": _path_words(path.name),
+                "ran": path.ran,
+                "failed": path.failed,
+                "reason": path.reason,
+                "candidates": _count(path.candidates, "candidate"),
+            }
+            for path in result.paths
+        ],
         "groups": list(groups.values()),
         "budget_share": round(100 * result.total_tokens / result.token_budget) if result.token_budget else 0,
         "context_text": "\n\n".join(chunk.text for chunk in result.chunks),

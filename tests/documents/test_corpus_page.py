@@ -48,7 +48,7 @@ def test_pasted_text_is_added_to_the_users_own_collection(signed_in: Client, use
     ]
     assert document.collection.owner == user and document.jobs.get().status == IngestionJob.Status.QUEUED
     page = signed_in.get(HOME).content.decode()
-    assert "Added 1 document(s)" in page and "Tides" in page
+    assert "Added 1 document;" in page and "Tides" in page
 
 
 def test_several_files_at_once_into_a_chosen_collection(signed_in: Client, user: Any) -> None:
@@ -64,6 +64,30 @@ def test_several_files_at_once_into_a_chosen_collection(signed_in: Client, user:
     body = response.content.decode()
     assert "<html" not in body, "an htmx request gets the fragment, not the page"
     assert 'id="document-' in body and 'hx-trigger="every 1s' in body
+    assert "Added 2 documents; indexing has started." in body
+
+
+def test_the_upload_form_stays_on_the_collection_just_used(signed_in: Client, user: Any) -> None:
+    CollectionFactory.create(owner=user, slug="notes", name="Notes")
+    answer = signed_in.post(HOME, {"text": "First note.", "collection": "notes"}, HTTP_HX_REQUEST="true")
+    chosen = '<option value="notes" selected>Notes</option>'
+    assert chosen in answer.content.decode(), "the fresh form under the table keeps the collection"
+    assert chosen in signed_in.get(HOME).content.decode(), "and so does the next visit"
+
+
+def test_adding_a_text_already_there_says_so_in_words(signed_in: Client) -> None:
+    signed_in.post(HOME, {"text": "High tide comes twice a day."})
+    signed_in.post(HOME, {"text": "High tide comes twice a day."})
+    body = signed_in.get(HOME).content.decode()
+    assert "Nothing new to add: that document is already in the collection." in body
+    assert "document(s)" not in body and "1 were" not in body
+    files = [
+        SimpleUploadedFile("a.txt", b"High tide comes twice a day."),
+        SimpleUploadedFile("b.txt", b"Low tide comes between."),
+    ]
+    signed_in.post(HOME, {"uploads": files})
+    body = signed_in.get(HOME).content.decode()
+    assert "Added 1 document; indexing has started. 1 document was already there." in body
 
 
 @override_settings(MAX_DOCUMENT_BYTES=50)

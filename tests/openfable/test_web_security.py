@@ -115,3 +115,14 @@ def test_with_debug_off_an_error_page_shows_no_trace_and_no_settings(settings: S
         assert "<h1>Not found</h1>" in missing.content.decode()
         assert all("Back to the corpus" in page.content.decode() for page in (crashed, missing))
     assert "a-secret-that-must-never-show" not in bodies
+
+
+def test_the_site_icon_is_served_from_static_and_linked(client: Client) -> None:
+    """Browsers ask for /favicon.ico on every page: it answers (no 404 in every log), and the
+    pages link the same icon."""
+    answer = client.get("/favicon.ico", follow=True)
+    assert answer.status_code == 200 and answer.redirect_chain[0][0].endswith("openfable/favicon.svg")
+    body = b"".join(answer.streaming_content) if answer.streaming else answer.content  # type: ignore[attr-defined]
+    assert body.startswith(b"<svg")
+    login = client.get("/accounts/login/").content.decode()
+    assert 'rel="icon" href="/static/openfable/favicon.svg"' in login

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -65,7 +66,10 @@ def test_results_are_highlighted_in_place_within_the_budget(owner: Any, guide: D
     for chunk in result.chunks:
         assert f"<mark>{chunk.text}" in body.replace("&#x27;", "'")
         assert f"?node={chunk.node_id}" in body
-    assert "Copy context" in body and "Paths and timings" in body and "tree_expansion" in body
+    assert "Copy context" in body and "Paths and timings" in body
+    # The paths in words, with counts that agree with their nouns.
+    assert "found by vector search and keyword search" in body
+    assert "Vector search: ran (1 candidate)" in body and not re.search(r"\b1 candidates\b", body)
 
 
 def test_htmx_gets_the_results_fragment_and_settings_are_remembered(owner: Any, guide: Document) -> None:
@@ -139,7 +143,10 @@ def test_the_page_says_when_the_llm_is_cooling_down(owner: Any, guide: Document,
         failed = client.get(QUERY, {"query": "How do stratovolcanoes erupt?", "budget": "100"})
         cooling = client.get(QUERY, {"query": "Where do volcanoes form?", "budget": "100"})
         assert len(server.chat_requests) == 3, "the second query did not call the LLM"
-    assert "llm_select: failed — LLM call failed" in failed.content.decode()
+    assert "The LLM&#x27;s pick of documents: failed — LLM call failed" in failed.content.decode()
     body = cooling.content.decode()
-    assert "llm_select: did not run — LLM cooling down after 3 failed request(s) in a row" in body
+    assert (
+        "The LLM&#x27;s pick of documents: did not run — LLM cooling down after 3 failed request(s) in a row"
+        in body
+    )
     assert "the next try is in" in body and cooling.context["result"].chunks
