@@ -51,3 +51,171 @@ document.addEventListener("click", (event) => {
   navigator.clipboard.writeText(document.querySelector(button.dataset.copyText).textContent);
   button.textContent = "Copied";
 });
+
+// -- The document outline: a WAI-ARIA tree view (https://www.w3.org/WAI/ARIA/apg/patterns/treeview/)
+// One Tab stop (roving tabindex), Up/Down move, Right/Left open, close or go to the parent,
+// Home/End, Enter selects, typing a title's first letters jumps to it. A selection or an edit
+// swaps the outline with the panel (htmx); the outline keeps its scroll position, its closed
+// branches and the keyboard focus across the swap, and only the text box scrolls to the
+// highlighted node, never the window.
+(() => {
+  const closed = new Set();  // ids of branches the person closed, kept across swaps
+  let kept = null;  // what the outline looked like just before a swap
+  let typed = "";
+  let typedAt = 0;
+
+  const treeOf = (node) => node && node.closest('[role="tree"]');
+  const itemsOf = (tree) => [...tree.querySelectorAll('[role="treeitem"]')];
+  const isShown = (item) => !item.parentElement.closest('[role="treeitem"][aria-expanded="false"]');
+  const shownItems = (tree) => itemsOf(tree).filter(isShown);
+  const parentItem = (item) => item.parentElement.closest('[role="treeitem"]');
+  const linkOf = (item) => item.querySelector(":scope > .node-row > .node-link");
+  const labelOf = (item) => (item.querySelector(":scope > .node-row .label")?.textContent || "").trim().toLowerCase();
+  const isSinglePane = () => window.matchMedia("(max-width: 48rem)").matches;
+
+  // Scroll the outline (and only the outline) to show the item: just enough while the arrow
+  // keys walk, to its middle when the page opens on it.
+  function reveal(item, { middle = false } = {}) {
+    const outline = item.closest(".outline");
+    const row = item.querySelector(":scope > .node-row") || item;
+    if (!outline) return;
+    const box = outline.getBoundingClientRect();
+    const where = row.getBoundingClientRect();
+    const hidden = where.top < box.top || where.bottom > box.bottom;
+    if (hidden && middle) outline.scrollTop += where.top - box.top - (box.height - where.height) / 2;
+    else if (where.top < box.top) outline.scrollTop -= box.top - where.top + 8;
+    else if (where.bottom > box.bottom) outline.scrollTop += where.bottom - box.bottom + 8;
+  }
+
+  function moveTo(item, { focus = true } = {}) {
+    if (!item) return;
+    const tree = treeOf(item);
+    for (const other of tree.querySelectorAll('[role="treeitem"][tabindex="0"]')) other.tabIndex = -1;
+    item.tabIndex = 0;
+    if (focus) item.focus({ preventScroll: true });
+    reveal(item);
+  }
+
+  function setOpen(item, open) {
+    if (!item.hasAttribute("aria-expanded")) return;
+    item.setAttribute("aria-expanded", String(open));
+    if (open) closed.delete(item.id); else closed.add(item.id);
+  }
+
+  // Scroll the text box (not the window) so the highlighted node starts near its top.
+  function showSelectedText() {
+    const box = document.getElementById("document-text");
+    if (!box) return;
+    const mark = document.getElementById("selected-text");
+    box.scrollTop = mark ? Math.max(0, mark.offsetTop - box.clientTop - 16) : 0;
+  }
+
+  // The server renders plain links; this makes the outline one Tab stop.
+  function setUp(tree) {
+    for (const item of itemsOf(tree)) {
+      item.tabIndex = -1;
+      const link = linkOf(item);
+      if (link) link.tabIndex = -1;
+      if (closed.has(item.id)) item.setAttribute("aria-expanded", "false");
+    }
+    const selected = tree.querySelector('[role="treeitem"][aria-selected="true"]');
+    // A selected node deep inside a closed branch is shown: its ancestors open.
+    for (let up = selected && parentItem(selected); up; up = parentItem(up)) setOpen(up, true);
+    (selected || shownItems(tree)[0]).tabIndex = 0;
+    return selected;
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const tree = document.querySelector('.outline [role="tree"]');
+    if (!tree) return;
+    const selected = setUp(tree);
+    if (selected) reveal(selected, { middle: true });
+    showSelectedText();
+  });
+
+  // A phone turned sideways (or a window resized) re-flows the text: the highlight stays in view.
+  window.addEventListener("resize", showSelectedText);
+
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const outline = event.detail.target.querySelector?.(".outline");
+    if (!outline) return;
+    const source = event.detail.requestConfig?.elt;  // detail.elt is the target here
+    kept = {
+      scrollTop: outline.scrollTop,
+      focusWasInside: event.detail.target.contains(document.activeElement) || document.activeElement === document.body,
+      fromOutline: Boolean(source && source.closest && source.closest(".outline")),
+    };
+  });
+
+  document.addEventListener("htmx:afterSwap", (event) => {
+    const outline = event.detail.target.querySelector?.(".outline");
+    const tree = outline && outline.querySelector('[role="tree"]');
+    if (!tree) return;
+    const selected = setUp(tree);
+    if (kept) outline.scrollTop = kept.scrollTop;
+    const current = selected || tree.querySelector('[role="treeitem"][tabindex="0"]');
+    if (!kept || kept.focusWasInside) current.focus({ preventScroll: true });
+    reveal(current, { middle: true });
+    showSelectedText();
+    // One column (a phone): a node tapped in the outline brings its text into view.
+    if (kept && kept.fromOutline && selected && isSinglePane()) {
+      const box = document.getElementById("document-text");
+      if (box) window.scrollTo({ top: box.getBoundingClientRect().top + window.scrollY - 8 });
+    }
+    kept = null;
+  });
+
+  document.addEventListener("click", (event) => {
+    const twisty = event.target.closest('[role="tree"] .twisty');
+    if (twisty) {
+      const item = twisty.closest('[role="treeitem"]');
+      setOpen(item, item.getAttribute("aria-expanded") !== "true");
+      moveTo(item);
+      return;
+    }
+    // The whole row selects, not only the words of the link.
+    const row = event.target.closest('[role="tree"] .node-row');
+    if (row && !event.target.closest(".node-link")) linkOf(row.closest('[role="treeitem"]'))?.click();
+  });
+
+  document.addEventListener("keydown", (event) => {
+    const item = event.target.closest && event.target.closest('[role="treeitem"]');
+    if (!item || event.target !== item || event.altKey || event.ctrlKey || event.metaKey) return;
+    const tree = treeOf(item);
+    const shown = shownItems(tree);
+    const at = shown.indexOf(item);
+    const branch = item.hasAttribute("aria-expanded");
+    const open = item.getAttribute("aria-expanded") === "true";
+    switch (event.key) {
+      case "ArrowDown": moveTo(shown[at + 1]); break;
+      case "ArrowUp": moveTo(shown[at - 1]); break;
+      case "Home": moveTo(shown[0]); break;
+      case "End": moveTo(shown[shown.length - 1]); break;
+      case "ArrowRight":
+        if (branch && !open) setOpen(item, true);
+        else if (branch) moveTo(item.querySelector('[role="treeitem"]'));
+        break;
+      case "ArrowLeft":
+        if (branch && open) setOpen(item, false);
+        else moveTo(parentItem(item));
+        break;
+      case "Enter": case " ": linkOf(item)?.click(); break;
+      case "*":
+        for (const sibling of item.parentElement.children) setOpen(sibling, true);
+        break;
+      default: {
+        if (event.key.length !== 1 || !event.key.trim()) return;
+        const now = Date.now();
+        typed = (now - typedAt > 700 ? "" : typed) + event.key.toLowerCase();
+        typedAt = now;
+        // A first letter (or the same letter again) goes to the next match, wrapping round;
+        // more letters typed quickly narrow the match from the current item on.
+        const next = [...shown.slice(at + 1), ...shown.slice(0, at + 1)];
+        const stepping = [...typed].every((c) => c === typed[0]);
+        const prefix = stepping ? typed[0] : typed;
+        moveTo((stepping ? next : [item, ...next]).find((candidate) => labelOf(candidate).startsWith(prefix)));
+      }
+    }
+    event.preventDefault();
+  });
+})();

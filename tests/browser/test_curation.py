@@ -51,7 +51,7 @@ def test_upload_watch_read_and_query(
         [str(tmp_path / "guide.md"), str(tmp_path / "tides.txt")]
     )
     page.get_by_role("button", name="Add and index").click()
-    expect(page.get_by_text("Added 2 document(s)")).to_be_visible()
+    expect(page.get_by_text("Added 2 documents; indexing has started.")).to_be_visible()
     rows = page.locator("table.documents tbody tr")
     expect(rows).to_have_count(2)
     # The rows poll their own progress and reach "Indexed" without a reload.
@@ -64,7 +64,7 @@ def test_upload_watch_read_and_query(
     expect(page.get_by_role("tree")).to_be_visible()
     page.get_by_role("link", name="section Eruptions").click()
     expect(page.locator("#selected-heading")).to_have_text("Eruptions")
-    expect(page.locator("li.selected > details > summary > a.node-link")).to_contain_text("Eruptions")
+    expect(page.locator("li.selected > .node-row > a.node-link")).to_contain_text("Eruptions")
     expect(page.locator("#selected-text")).to_contain_text("Stratovolcanoes erupt explosively")
     screenshot(page, "document")
 
