@@ -133,6 +133,15 @@ document.addEventListener("click", (event) => {
     showSelectedText();
   });
 
+  // Back and Forward put a saved copy of the page back: give its outline its keys again.
+  document.addEventListener("htmx:historyRestore", () => {
+    const tree = document.querySelector('.outline [role="tree"]');
+    if (!tree) return;
+    const selected = setUp(tree);
+    if (selected) reveal(selected, { middle: true });
+    showSelectedText();
+  });
+
   // A phone turned sideways (or a window resized) re-flows the text: the highlight stays in view.
   window.addEventListener("resize", showSelectedText);
 

@@ -129,6 +129,17 @@ def test_selecting_and_editing_keep_the_outlines_place(
     assert _focused(page) == f"node-{deep}"
     assert _in_outline_view(page, deep)
 
+    # The same edit panel from the keyboard alone: Tab from the node, open, type, Enter.
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Correct this node"
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")
+    page.keyboard.type("Disputes: the second clause")
+    page.keyboard.press("Enter")
+    expect(page.locator("#selected-heading")).to_have_text("Disputes: the second clause")
+    assert abs(_outline_top(page) - before) < 2
+    assert _focused(page) == f"node-{deep}", "back on the node just corrected"
+
 
 # -- item 2: a keyboard tree ------------------------------------------------------------------------
 
