@@ -21,6 +21,7 @@ _SPACE = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f
 # PostgreSQL text cannot hold NUL: refused here, as a 400 that says so. "+", not "*": the schema
 # gives a field that may be blank a second branch for "" (oneOf), which this one must not match.
 NO_NUL = r"^[^\x00]+$"
+NO_NUL_OR_EMPTY = r"^[^\x00]*$"
 NOT_BLANK = rf"^[^\x00]*[^\x00{_SPACE}][^\x00]*$"
 ID_MAX = 2**63 - 1  # PostgreSQL's bigint: a larger id could never match, and would reach it as an error
 

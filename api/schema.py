@@ -25,7 +25,17 @@ _WITH_BODY = {
 }
 
 
+# Response fields an answer may leave out (drf-spectacular marks every read-only field required).
+_LEFT_OUT = {"Document": {"content"}}  # GET /documents/{id}?meta_only=true
+
+
 def add_error_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    components = result.get("components", {}).get("schemas", {})
+    for name, fields in _LEFT_OUT.items():
+        if name in components:
+            components[name]["required"] = [
+                f for f in components[name].get("required", []) if f not in fields
+            ]
     for operations in result.get("paths", {}).values():
         for method, operation in operations.items():
             if not isinstance(operation, dict) or "responses" not in operation:

@@ -72,14 +72,15 @@ def collection_may_manage(*, user: Any, collection: Collection) -> bool:
 
 
 def users_named(usernames: Any) -> list[Any]:
-    """The users with these usernames, in the order given; ``UserInputError`` names any unknown one."""
+    """The users with these usernames, in the order given; ``NotFoundError`` (a 404, as for any
+    name of something that is not there) names any unknown one."""
     from django.contrib.auth import get_user_model
 
     wanted = [str(name).strip() for name in usernames or [] if str(name).strip()]
     found = {user.get_username(): user for user in get_user_model().objects.filter(username__in=wanted)}
     unknown = [name for name in wanted if name not in found]
     if unknown:
-        raise UserInputError(
+        raise NotFoundError(
             f"No user named {', '.join(repr(name) for name in unknown)}.", code="unknown_user"
         )
     return [found[name] for name in dict.fromkeys(wanted)]

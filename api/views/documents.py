@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api.fields import NO_NUL_OR_EMPTY
 from api.pagination import paginate, paginated
 from api.params import PAGE_PARAMETERS, flag_parameter, query_choice, query_flag
 from api.parsers import JSONParser
@@ -48,6 +49,8 @@ ERRORS = {
     401: OpenApiResponse(ErrorSerializer, description="no or unknown token"),
     404: OpenApiResponse(ErrorSerializer, description="no such thing, or not yours to see"),
 }
+# A query parameter's text: PostgreSQL text cannot hold NUL, so the filters refuse it (a 400).
+TEXT = {"type": "string", "pattern": NO_NUL_OR_EMPTY}
 WAIT = flag_parameter("wait", "wait until indexed (bounded by OPENFABLE_API_WAIT_SECONDS): 201")
 
 
@@ -77,10 +80,10 @@ class DocumentListView(APIView):
         summary="List documents",
         operation_id="v1_api_documents_list",
         parameters=[
-            OpenApiParameter("collection", str, description="slug or id"),
-            OpenApiParameter("tag", str),
+            OpenApiParameter("collection", TEXT, description="slug or id"),
+            OpenApiParameter("tag", TEXT),
             OpenApiParameter("status", str, enum=Document.Status.values),
-            OpenApiParameter("search", str, description="in titles and file names"),
+            OpenApiParameter("search", TEXT, description="in titles and file names"),
             OpenApiParameter("created_after", OpenApiTypes.DATETIME),
             OpenApiParameter("created_before", OpenApiTypes.DATETIME),
             *PAGE_PARAMETERS,

@@ -40,7 +40,7 @@ def test_collections_are_made_shared_renamed_and_deleted_by_their_owner(people: 
     )
     assert member.get(f"{API}/collections/tides").status_code == 404, "no longer shared"
     unknown = owner.patch(f"{API}/collections/tides", {"members": ["nobody-here"]}, format="json")
-    assert unknown.status_code == 400 and "No user named 'nobody-here'" in unknown.json()["error"]["message"]
+    assert unknown.status_code == 404 and "No user named 'nobody-here'" in unknown.json()["error"]["message"]
     assert owner.delete(f"{API}/collections/tides").status_code == 204
     assert not Collection.objects.filter(slug="tides").exists()
 

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client, RequestFactory
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -247,3 +248,34 @@ def test_metadata_null_is_no_metadata_in_schema_and_server(people: People) -> No
     assert made.json()["document"]["metadata"] == {}
     metadata = _schema()["components"]["schemas"]["DocumentCreateRequest"]["properties"]["metadata"]
     assert metadata == {"type": "object", "additionalProperties": {}, "nullable": True}
+
+
+def test_a_document_without_its_text_keeps_to_the_schema(people: People) -> None:
+    document = document_create(collection=people.collection, content=GUIDE, queue=False).document
+    answer = people.client(people.owner).get(f"{API}/documents/{document.pk}", {"meta_only": "true"}).json()
+    schema = _schema()["components"]["schemas"]["Document"]
+    assert "content" not in answer and set(schema["required"]) <= set(answer)
+
+
+def test_text_filters_say_in_the_schema_that_nul_is_refused(people: People) -> None:
+    parameters = {
+        parameter["name"]: parameter["schema"]
+        for parameter in _schema()["paths"]["/v1/api/documents"]["get"]["parameters"]
+    }
+    for name in ("tag", "search", "collection"):
+        assert re.search(parameters[name]["pattern"], "a\x00b") is None, name
+    refused = people.client(people.owner).get(f"{API}/documents", {"tag": "a\x00b"})
+    assert refused.status_code == 400 and "NUL" in _error(refused)["message"]
+
+
+def test_sharing_with_someone_who_does_not_exist_is_a_404(people: People) -> None:
+    answer = people.client(people.owner).post(
+        f"{API}/collections", {"name": "Shared", "members": ["nobody-at-all"]}
+    )
+    assert answer.status_code == 404 and _error(answer)["code"] == "unknown_user"
+
+
+def test_an_empty_file_is_refused_in_the_services_words(people: People) -> None:
+    empty = SimpleUploadedFile("empty.md", b"", content_type="text/markdown")
+    answer = people.client(people.owner).post(f"{API}/documents", {"file": empty}, format="multipart")
+    assert answer.status_code == 400 and "The document is empty" in _error(answer)["message"]
