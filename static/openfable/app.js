@@ -79,8 +79,11 @@ document.addEventListener("click", (event) => {
     const outline = item.closest(".outline");
     const row = item.querySelector(":scope > .node-row") || item;
     if (!outline) return;
-    const box = outline.getBoundingClientRect();
+    // The part of the outline on the screen (its foot may be below the window's).
+    const whole = outline.getBoundingClientRect();
     const where = row.getBoundingClientRect();
+    const seen = { top: Math.max(whole.top, 0), bottom: Math.min(whole.bottom, window.innerHeight) };
+    const box = seen.bottom - seen.top > 3 * where.height ? { ...seen, height: seen.bottom - seen.top } : whole;
     const hidden = where.top < box.top || where.bottom > box.bottom;
     if (hidden && middle) outline.scrollTop += where.top - box.top - (box.height - where.height) / 2;
     else if (where.top < box.top) outline.scrollTop -= box.top - where.top + 8;
