@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Callable, Sequence
+
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
@@ -13,6 +16,7 @@ from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
 from documents.ingestion import tree
+from documents.ingestion.extraction import model as extraction
 
 # PostgreSQL text search configuration of the lexical path (stemming, stop words).
 SEARCH_CONFIG = "english"
@@ -77,7 +81,20 @@ class CollectionInvitation(models.Model):
         return f"{self.user} to {self.collection}"
 
 
+def _original_path(document: Document, filename: str) -> str:
+    # By content: two uploads of one file share a folder, and a name says nothing of the owner.
+    return f"originals/{document.content_hash[:2]}/{document.content_hash}/{filename[-200:]}"
+
+
 class Document(models.Model):
+    class Format(models.TextChoices):
+        # The formats extraction reads (documents.ingestion.extraction), told from the content.
+        PDF = extraction.PDF, "PDF"
+        DOCX = extraction.DOCX, "Word (.docx)"
+        HTML = extraction.HTML, "HTML"
+        MARKDOWN = extraction.MARKDOWN, "Markdown"
+        TEXT = extraction.TEXT, "text"
+
     class Status(models.TextChoices):
         QUEUED = "queued"
         INDEXING = "indexing"
@@ -92,8 +109,22 @@ class Document(models.Model):
     collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="documents")
     title = models.CharField(max_length=500)
     source_filename = models.CharField(max_length=500, blank=True)
-    content = models.TextField()
-    content_hash = models.CharField(max_length=64, help_text="sha256 of the content")
+    content = models.TextField(
+        blank=True, help_text="the text every node points into; empty until a file's text is extracted"
+    )
+    content_hash = models.CharField(
+        max_length=64, help_text="sha256 of the content, or of the original file's bytes"
+    )
+    # The file as uploaded (PDF, Word, HTML): downloaded as it came, its pages shown, read again
+    # on a re-index. Empty for text sent as text or as a .txt/.md file: the content is the original.
+    original = models.FileField(upload_to=_original_path, blank=True, max_length=500)
+    format = models.CharField(max_length=16, choices=Format.choices, default=Format.TEXT)
+    # The page map: [[page, start, end], ...], page ``page`` (1-based) is content[start:end],
+    # in order. Empty for a text without pages.
+    page_spans = models.JSONField(default=list, blank=True)
+    format_note = models.TextField(
+        blank=True, help_text="said when the file's name and its content disagree (read by content)"
+    )
     token_count = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     tags = ArrayField(models.CharField(max_length=100), default=list, blank=True)
@@ -119,6 +150,9 @@ class Document(models.Model):
             models.CheckConstraint(
                 condition=Q(builder__in=["", "llm", "structural", "agent"]), name="document_builder_valid"
             ),
+            models.CheckConstraint(
+                condition=Q(format__in=list(extraction.FORMATS)), name="document_format_valid"
+            ),
         ]
         indexes = [GinIndex(fields=["tags"], name="document_tags_gin")]
 
@@ -127,6 +161,38 @@ class Document(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("documents:detail", args=[self.pk])
+
+    def pages_of(self, start: int, end: int) -> list[int]:
+        """The pages ``content[start:end]`` lies on ([] for a text without pages)."""
+        return pages_of(self.page_spans, start, end)
+
+
+# Formats whose text the worker extracts from the stored original (the job's "extracting"
+# stage); Markdown and text are their own text, stored as it comes.
+FILE_FORMATS = frozenset({extraction.PDF, extraction.DOCX, extraction.HTML})
+
+
+def pages_of(page_spans: Sequence[Sequence[int]], start: int, end: int) -> list[int]:
+    """The pages of ``page_spans`` (a Document's page map) that ``[start, end)`` touches; an empty
+    range is on the page it falls in. One rule for nodes and retrieved chunks on every surface."""
+    return page_finder(page_spans)(start, end)
+
+
+def page_finder(page_spans: Sequence[Sequence[int]]) -> Callable[[int, int], list[int]]:
+    """``pages_of`` for many ranges of one document: the page starts are read once, then each
+    range is two binary searches (a tree of a 2,000-page PDF has thousands of nodes)."""
+    spans = [tuple(span) for span in page_spans]
+    starts = [span[1] for span in spans]
+
+    def find(start: int, end: int) -> list[int]:
+        if not spans:
+            return []
+        first = max(0, bisect.bisect_right(starts, start) - 1)
+        last = max(first, bisect.bisect_left(starts, max(start + 1, end)) - 1)
+        # A blank page (an empty span) inside the range is still one of its pages.
+        return [spans[index][0] for index in range(first, last + 1)]
+
+    return find
 
 
 # The corpus-wide HNSW index of Node.embedding, and the per-collection partial ones
@@ -340,6 +406,7 @@ class IngestionJob(models.Model):
 
     class Stage(models.TextChoices):
         QUEUED = "queued"
+        EXTRACTING = "extracting", "reading the file"
         CHUNKING = "chunking"
         BUILDING_TREE = "building_tree", "building the tree"
         EMBEDDING = "embedding"

@@ -252,6 +252,14 @@ TOKEN_BUDGET_DEFAULT = env.integer("TOKEN_BUDGET_DEFAULT", 2000, minimum=1)
 
 # --- Ingestion --------------------------------------------------------------------------
 MAX_DOCUMENT_BYTES = env.integer("MAX_DOCUMENT_BYTES", 5_000_000, minimum=1)
+# An uploaded file (PDF, Word, HTML) as sent; the text extracted from it is bounded by
+# MAX_DOCUMENT_BYTES like any other document's.
+MAX_FILE_BYTES = env.integer("MAX_FILE_BYTES", 50_000_000, minimum=1)
+# Extraction runs in the worker, in a child process (documents.ingestion.extraction.isolated):
+# refused past this many pages, killed past this many seconds or this much memory of its own.
+MAX_PAGES = env.integer("MAX_PAGES", 2000, minimum=1)
+EXTRACTION_SECONDS = env.number("EXTRACTION_SECONDS", 300.0, minimum=1.0)
+EXTRACTION_MEMORY_MB = env.integer("EXTRACTION_MEMORY_MB", 2048, minimum=64)
 # A running job with no progress for this long is taken as lost (its worker died) and failed.
 JOB_STALL_SECONDS = env.integer("JOB_STALL_SECONDS", 900, minimum=60)
 
@@ -289,6 +297,18 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 6 * MAX_DOCUMENT_BYTES + 1_000_000
 # Uploaded files up to this size stay in memory, larger ones go to a temporary file; a file's own
 # limit is MAX_DOCUMENT_BYTES (no escaping), checked by the forms and the API.
 FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_DOCUMENT_BYTES + 1_000_000
+# A multipart body carries files as they are (no escaping): up to ten files at MAX_FILE_BYTES in
+# one upload (the corpus page takes several), streamed to temporary files, never held in memory.
+MULTIPART_MAX_BYTES = DATA_UPLOAD_MAX_MEMORY_SIZE + 10 * MAX_FILE_BYTES
+# The original files of uploaded documents (Document.original) and the page images rendered from
+# them; production may configure any other storage here.
+STORAGES = {
+    "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(DATA_DIR / "files")},
+    },
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 
 # --- REST API ---------------------------------------------------------------------------
 API_WAIT_SECONDS = env.number("API_WAIT_SECONDS", 120.0, minimum=1.0)  # ?wait=true waits this long at most

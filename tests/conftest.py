@@ -39,3 +39,17 @@ def eager_tasks() -> Iterator[None]:
         yield
     finally:
         app.conf.task_always_eager = previous
+
+
+@pytest.fixture
+def file_storage(settings: object, tmp_path: Path) -> Path:
+    """Uploaded originals and page images go to a folder of the test's own, not DATA_DIR/files."""
+    folder = tmp_path / "files"
+    settings.STORAGES = {  # type: ignore[attr-defined]
+        **settings.STORAGES,  # type: ignore[attr-defined]
+        "default": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(folder)},
+        },
+    }
+    return folder

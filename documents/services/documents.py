@@ -12,15 +12,19 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import SuspiciousFileOperation
+from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.db.models import QuerySet
-from django.utils.text import slugify
+from django.utils.text import get_valid_filename, slugify
 
-from documents.models import Collection, Document, IngestionJob
+from documents.ingestion.extraction import Detected, ExtractionError, detect_format
+from documents.models import FILE_FORMATS, Collection, Document, IngestionJob
 from documents.selectors import collection_get
 from documents.services.collection_indexes import collection_index_drop
 from documents.services.sharing import collection_members_set
@@ -45,6 +49,20 @@ class DocumentInputError(UserInputError):
     """Document or collection input a user can fix: the message says what was wrong and what to do."""
 
 
+class UnsupportedFileError(DocumentInputError):
+    """A file in a format OpenFable does not read (an old .doc, a zip, an image): 415."""
+
+    status = 415
+    code = "unsupported_format"
+
+
+class FileTooLargeError(DocumentInputError):
+    """A file over OPENFABLE_MAX_FILE_BYTES: 413."""
+
+    status = 413
+    code = "too_large"
+
+
 @dataclass(frozen=True)
 class DocumentCreateResult:
     document: Document
@@ -61,6 +79,11 @@ class DocumentInput:
     tags: list[str]
     metadata: dict[str, Any]
     builder: str
+    # A PDF, Word or HTML file: its bytes, kept as the original; ``text`` is "" until the worker
+    # extracts it.
+    file: bytes | None = None
+    format: str = Document.Format.TEXT
+    format_note: str = ""  # the name and the content disagree (read by content)
 
 
 # -- collections ---------------------------------------------------------------------------------
@@ -187,17 +210,42 @@ def document_input_clean(
 ) -> DocumentInput:
     """Check and normalise what a user sends; raise ``DocumentInputError`` naming the problem.
 
-    Separate from ``document_create`` so that a form can show the same messages beside its
-    fields before anything is written (the admin's add form does).
+    ``content`` as ``bytes`` is a file: its format is told from its content (``source_filename``
+    only breaks a tie). A PDF, Word or HTML file is kept whole for the worker to extract; a
+    Markdown or text file is its text. Separate from ``document_create`` so that a form can show
+    the same messages beside its fields before anything is written (the admin's add form does).
     """
-    text = _clean_text(content, filename=source_filename)
+    detected = _detect_file(content, filename=source_filename) if isinstance(content, bytes) else None
+    file = content if detected is not None and detected.format in FILE_FORMATS else None
+    text = "" if file is not None else _clean_text(content, filename=source_filename)
     return DocumentInput(
         text=text,
         title=_clean_title(title) or _default_title(text, source_filename),
         tags=clean_tags(tags),
         metadata=clean_metadata(metadata),
         builder=_clean_builder(builder),
+        file=file if isinstance(file, bytes) else None,
+        format=detected.format if detected is not None else Document.Format.TEXT,
+        format_note=detected.mismatch if detected is not None else "",
     )
+
+
+def _detect_file(data: bytes, *, filename: str) -> Detected:
+    """The file's format from its content; what ``detect_format`` can already see is refused now
+    (empty, an old .doc, a damaged zip), the rest is for the worker's extraction to find."""
+    name = (filename or "the file").rsplit("/", 1)[-1]
+    if len(data) > settings.MAX_FILE_BYTES:
+        raise FileTooLargeError(
+            f"{name} is {len(data):,} bytes; files may have at most {settings.MAX_FILE_BYTES:,} "
+            "(OPENFABLE_MAX_FILE_BYTES). Split it and upload the parts.",
+            details={"limit_bytes": settings.MAX_FILE_BYTES},
+        )
+    try:
+        return detect_format(data, filename=name)
+    except ExtractionError as error:
+        if error.code == "unsupported_format":
+            raise UnsupportedFileError(f"{error.message}.") from None
+        raise DocumentInputError(f"{error.message}.", code=error.code) from None
 
 
 @transaction.atomic
@@ -234,7 +282,10 @@ def document_create(
     # Resolved after the input is checked and inside the transaction: a refused document
     # leaves no default collection behind.
     target = collection_resolve(collection, user=user)
-    content_hash = hashlib.sha256(cleaned.text.encode("utf-8")).hexdigest()
+    # A file is the same document when its bytes are the same (its text is not known yet).
+    content_hash = hashlib.sha256(
+        cleaned.file if cleaned.file is not None else cleaned.text.encode("utf-8")
+    ).hexdigest()
     existing = (
         Document.objects.select_for_update().filter(collection=target, content_hash=content_hash).first()
     )
@@ -244,7 +295,7 @@ def document_create(
         job = document_reindex(document=existing, builder=cleaned.builder, queue=queue)
         return DocumentCreateResult(document=existing, job=job, created=False)
 
-    document = Document.objects.create(
+    document = Document(
         collection=target,
         title=cleaned.title,
         source_filename=source_filename[:TITLE_MAX_CHARS],
@@ -253,10 +304,46 @@ def document_create(
         token_count=count_tokens(cleaned.text),
         tags=cleaned.tags,
         metadata=cleaned.metadata,
+        format=cleaned.format,
+        format_note=cleaned.format_note,
     )
+    if cleaned.file is None:
+        document.save()
+    else:
+        _document_save_with_original(document, data=cleaned.file, filename=source_filename)
     corpus_version_bump()
     job = _job_create(document=document, builder=cleaned.builder, reindex=False, queue=queue)
     return DocumentCreateResult(document=document, job=job, created=True)
+
+
+def _document_save_with_original(document: Document, *, data: bytes, filename: str) -> None:
+    """Write the original file to storage, then the row; a row that fails takes its file with it.
+
+    (A caller's outer transaction rolled back later leaves the file behind, unreferenced: storage
+    has no transactions. Its name is the content's hash, so nothing of it is ever served.)"""
+    document.original.save(_storage_name(filename, document.format), ContentFile(data), save=False)
+    stored = document.original.name or ""
+    try:
+        document.save()
+    except BaseException:
+        document.original.storage.delete(stored)
+        raise
+
+
+def _storage_name(filename: str, format: str) -> str:
+    """A safe file name for storage: the upload's own, else one with the format's extension."""
+    try:
+        name = get_valid_filename(filename.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]) if filename else ""
+    except SuspiciousFileOperation:  # "..", or nothing left once cleaned
+        name = ""
+    return name or f"original.{_EXTENSIONS[format]}"
+
+
+_EXTENSIONS: dict[str, str] = {
+    Document.Format.PDF: "pdf",
+    Document.Format.DOCX: "docx",
+    Document.Format.HTML: "html",
+}
 
 
 _UNSET: Any = object()
@@ -299,8 +386,22 @@ def document_update(
 def document_delete(*, document: Document) -> None:
     """Delete a document with its tree and jobs; a worker indexing it finds it gone and stops quietly."""
     _documents_lock_and_clear(Document.objects.filter(pk=document.pk))
+    _originals_delete_on_commit(Document.objects.filter(pk=document.pk))
     Document.objects.filter(pk=document.pk).delete()
     corpus_version_bump()
+
+
+def _originals_delete_on_commit(documents: QuerySet[Document]) -> None:
+    """The stored original files of these documents go once their rows are gone for good."""
+    names = [name for name in documents.exclude(original="").values_list("original", flat=True) if name]
+    if names:
+        transaction.on_commit(partial(_files_delete, names))
+
+
+def _files_delete(names: list[str]) -> None:
+    storage = Document._meta.get_field("original").storage
+    for name in names:
+        storage.delete(name)
 
 
 def _documents_lock_and_clear(documents: QuerySet[Document]) -> None:
@@ -547,6 +648,7 @@ def collection_delete(*, collection: Collection) -> None:
     if not locked.exists():
         return  # deleted meanwhile
     _documents_lock_and_clear(Document.objects.filter(collection_id=collection_id))
+    _originals_delete_on_commit(Document.objects.filter(collection_id=collection_id))
     Collection.objects.filter(pk=collection_id).delete()
     corpus_version_bump()
     transaction.on_commit(lambda: collection_index_drop(collection_id))

@@ -29,7 +29,8 @@ from documents.ingestion.pipeline import NodeEdit, NodeRow, apply_edits, edit_ke
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
 from documents.models import Document, IngestionJob, Node
-from documents.services.trees import JobSuperseded, document_tree_replace
+from documents.services.extracting import document_extract, document_needs_extraction
+from documents.services.trees import ExtractedText, JobSuperseded, document_tree_replace
 from openfable.celery import queue_task
 from openfable.embeddings import (
     Embedder,
@@ -44,7 +45,13 @@ from openfable.tokens import count_tokens
 logger = logging.getLogger(__name__)
 
 # Share of the progress bar given to each stage.
-_PROGRESS = {"chunking": (5, 25), "building_tree": (25, 50), "embedding": (50, 95), "saving": (95, 99)}
+_PROGRESS = {
+    "extracting": (0, 20),  # an uploaded file's pages read (documents.services.extracting)
+    "chunking": (20, 35),
+    "building_tree": (35, 55),
+    "embedding": (55, 95),
+    "saving": (95, 99),
+}
 # Texts per progress update while embedding: 16 texts of a leaf or a summary take 2-3 s on two
 # cores (128 took 15 s and more).
 _EMBED_GROUP = 16
@@ -193,6 +200,18 @@ def document_index(
     embedder = MemoEmbedder(embedder)
     timings: dict[str, float] = {}
     text = document.content
+    extracted: ExtractedText | None = None
+    if tree is None and document_needs_extraction(document):
+        # A PDF, Word or HTML file is read again on every run (a retry, a re-index): its text
+        # is saved only with the new tree, so a failure here leaves the previous one serving.
+        job_progress(job, "extracting")
+        started = time.perf_counter()
+        extracted = document_extract(
+            document=document,
+            on_progress=lambda done, total: job_progress(job, "extracting", done / max(1, total)),
+        )
+        text = extracted.text
+        timings["extract"] = round(time.perf_counter() - started, 3)
 
     started = time.perf_counter()
     builder: str
@@ -227,6 +246,7 @@ def document_index(
             builder=builder,
             embedding_model=embedder.model_name,
             job=job,
+            extracted=extracted,
         )
     timings["save"] = round(time.perf_counter() - started, 3)
     IngestionJob.objects.filter(pk=job.pk).update(timings={**job.timings, **timings})

@@ -23,6 +23,7 @@ from documents.services.collection_indexes import collection_index_ensure
 from documents.services.edit_tree import NodeEditError
 from documents.services.history import edit_session_open, edit_session_save
 from openfable.celery import queue_task
+from openfable.tokens import count_tokens
 
 NODE_TITLE_MAX_CHARS = 500
 # A summary is asked for in 1-3 sentences (about 80 words); this is ten times that, and keeps one
@@ -74,6 +75,7 @@ def document_tree_replace(
     builder: str,
     embedding_model: str,
     job: IngestionJob | None = None,
+    extracted: ExtractedText | None = None,
 ) -> list[Node]:
     """Swap the document's tree for the new one in one transaction.
 
@@ -81,6 +83,8 @@ def document_tree_replace(
     row index) and ``vectors`` hold one embedding per row. Queries see the old tree until the
     commit. The tree version moves, and the document's edit history goes with the old nodes
     (undo restores node ids that no longer exist). Returns the saved nodes in ``rows`` order.
+    ``extracted``: the text (and page map) read from the document's file by this run, which the
+    rows point into; saved with them, so the text and its tree never disagree.
     """
     if not Document.objects.select_for_update().filter(pk=document.pk).exists():
         raise Document.DoesNotExist(f"document {document.pk} was deleted")
@@ -117,13 +121,25 @@ def document_tree_replace(
         saved.update((row.order, node) for row, node in zip(level, nodes, strict=True))
     document_terms_refresh([document.pk])
     TreeEdit.objects.filter(document_id=document.pk).delete()
+    text_fields = (
+        {
+            "content": extracted.text,
+            "page_spans": extracted.page_spans,
+            "token_count": count_tokens(extracted.text),
+        }
+        if extracted is not None
+        else {}
+    )
     Document.objects.filter(pk=document.pk).update(
         status=Document.Status.INDEXED,
         builder=builder,
         embedding_model=embedding_model,
         tree_version=F("tree_version") + 1,
         updated=timezone.now(),
+        **text_fields,
     )
+    if extracted is not None:
+        document.content, document.page_spans = extracted.text, extracted.page_spans
     # The job's row is written (and locked) only now, at the end: until then the runner's
     # heartbeat keeps moving during the save (``jobs.job_run_now``). Swept or claimed again
     # meanwhile, it is no longer this runner's, and the whole swap rolls back.
@@ -142,6 +158,14 @@ def document_tree_replace(
     collection_id = document.collection_id
     transaction.on_commit(lambda: collection_index_ensure(collection_id))
     return [saved[row.order] for row in rows]
+
+
+@dataclass(frozen=True)
+class ExtractedText:
+    """A document's text as extracted from its file, with its page map ([[page, start, end], ...])."""
+
+    text: str
+    page_spans: list[list[int]]
 
 
 def _job_still_ours(job: IngestionJob) -> QuerySet[IngestionJob]:
