@@ -188,6 +188,17 @@ def register(subparsers: Any) -> None:
     extract.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
     extract.set_defaults(handler=_handle_bench_extract)
 
+    broker = subparsers.add_parser(
+        "bench-broker", help="how fast one worker drains the embedded filesystem broker (no-op messages)"
+    )
+    broker.add_argument("--messages", type=int, default=300, help="messages queued before the worker starts")
+    broker.add_argument(
+        "--polling",
+        default="1,default",
+        help="comma-separated OPENFABLE_BROKER_POLLING_SECONDS values to compare ('default': unset)",
+    )
+    broker.set_defaults(handler=_handle_bench_broker)
+
 
 def _parse_budgets(text: str) -> list[int]:
     low, high = settings.TOKEN_BUDGET_MIN, settings.TOKEN_BUDGET_MAX
@@ -475,3 +486,18 @@ def _handle_bench_extract(options: dict[str, Any]) -> str:
     if options.get("json_path"):
         write_json({"rows": [row.as_json() for row in rows]}, options["json_path"])
     return format_extract(rows)
+
+
+def _handle_bench_broker(options: dict[str, Any]) -> str:
+    from fable_benchmarks.broker import broker_drain, format_drain
+
+    pollings: list[float | None] = []
+    for part in options["polling"].split(","):
+        try:
+            pollings.append(None if part.strip() == "default" else float(part))
+        except ValueError:
+            raise BenchInputError(
+                f"--polling: {part!r} is neither a number of seconds nor 'default'"
+            ) from None
+    rows = [broker_drain(messages=options["messages"], polling_seconds=polling) for polling in pollings]
+    return format_drain(rows)

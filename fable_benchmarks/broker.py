@@ -1,0 +1,152 @@
+"""How fast a real Celery worker drains the embedded filesystem broker (`openfable bench-broker`).
+
+``count`` ingestion messages for documents that do not exist (each task claims nothing and returns:
+the broker's own cost, not indexing) are queued into a broker folder of the run's own, then one
+worker, started as ``make run`` starts it, drains them. The time is read from the worker's own
+log: from the first message it received to the last one it finished, so the worker's start-up is
+not counted. Needs the database the app is configured with (the tasks look their document up).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import quote
+
+from django.conf import settings
+from django.db import connection
+
+from fable_benchmarks import BenchInputError
+from openfable.runner import worker_command
+
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): ")
+_FIRST_ID = 2_000_000_000  # no document has such an id: each task finds nothing to do
+
+
+@dataclass(frozen=True)
+class DrainRow:
+    polling_seconds: float | None  # None: the app's (OPENFABLE_BROKER_POLLING_SECONDS unset)
+    messages: int
+    seconds: float
+
+    @property
+    def per_second(self) -> float:
+        return self.messages / self.seconds if self.seconds else 0.0
+
+
+def broker_drain(*, messages: int, polling_seconds: float | None, timeout: float = 900) -> DrainRow:
+    """Queue ``messages`` no-op ingestion messages, let one worker drain them; the time it took."""
+    if messages < 1:
+        raise BenchInputError("--messages must be at least 1.")
+    with tempfile.TemporaryDirectory(prefix="openfable-bench-broker-") as folder:
+        environment = _environment(Path(folder), polling_seconds)
+        _queue(environment, messages)
+        log = Path(folder) / "worker.log"
+        worker = subprocess.Popen(
+            worker_command(),
+            cwd=settings.BASE_DIR,
+            env=environment,
+            start_new_session=True,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while log.read_text(errors="replace").count(" succeeded in ") < messages:
+                if worker.poll() is not None or time.monotonic() > deadline:
+                    raise BenchInputError(
+                        f"the worker did not drain the queue; its log:\n{log.read_text()[-3000:]}"
+                    )
+                time.sleep(0.2)
+        finally:
+            with suppress(ProcessLookupError):
+                os.killpg(worker.pid, signal.SIGTERM)
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait(timeout=30)
+        lines = log.read_text(errors="replace").splitlines()
+    received = [_stamp(line) for line in lines if " received" in line and _STAMP.match(line)]
+    finished = [_stamp(line) for line in lines if " succeeded in " in line and _STAMP.match(line)]
+    return DrainRow(
+        polling_seconds=polling_seconds,
+        messages=messages,
+        seconds=round((max(finished) - min(received)).total_seconds(), 2),
+    )
+
+
+def _stamp(line: str) -> datetime:
+    found = _STAMP.match(line)
+    assert found is not None
+    return datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f")
+
+
+def _database_url() -> str:
+    """The database this process uses (under the tests, the test database), as a URL."""
+    db = connection.settings_dict
+    user = quote(str(db["USER"] or ""), safe="")
+    if db["PASSWORD"]:
+        user += ":" + quote(str(db["PASSWORD"]), safe="")
+    host = str(db["HOST"] or db.get("OPTIONS", {}).get("host") or "")
+    if host.startswith("/"):  # a Unix socket folder, as the embedded server's
+        return f"postgresql://{user}@/{db['NAME']}?host={quote(host, safe='/')}"
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    return f"postgresql://{user}@{host}{port}/{db['NAME']}"
+
+
+def _environment(folder: Path, polling_seconds: float | None) -> dict[str, str]:
+    url = _database_url()
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("OPENFABLE_")}
+    environment |= {
+        "OPENFABLE_DATABASE_URL": url,
+        "OPENFABLE_DATA_DIR": str(folder),  # the broker's folders are under it
+        "OPENFABLE_DEBUG": "true",
+        "OPENFABLE_SECRET_KEY": "bench-broker-only",
+    }
+    if polling_seconds is not None:
+        environment["OPENFABLE_BROKER_POLLING_SECONDS"] = str(polling_seconds)
+    return environment
+
+
+def _queue(environment: dict[str, str], messages: int) -> None:
+    script = (
+        "import sys\n"
+        "from documents.tasks import ingest_document\n"
+        "for n in range(int(sys.argv[1])):\n"
+        f"    ingest_document.delay({_FIRST_ID} + n)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup()\n{script}", str(messages)],
+        cwd=settings.BASE_DIR,
+        env=environment | {"DJANGO_SETTINGS_MODULE": "openfable.settings"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        raise BenchInputError(f"could not queue the messages: {done.stderr.strip()[-2000:]}")
+
+
+def format_drain(rows: list[DrainRow]) -> str:
+    """The markdown table ``openfable bench-broker`` prints."""
+    lines = [
+        "| polling interval | messages | drained in | per second | 10,000 messages |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        interval = "default" if row.polling_seconds is None else f"{row.polling_seconds:g} s"
+        minutes = 10_000 / row.per_second / 60 if row.per_second else float("inf")
+        lines.append(
+            f"| {interval} | {row.messages} | {row.seconds:.1f} s | {row.per_second:.1f} | {minutes:.0f} min |"
+        )
+    return "\n".join(lines)
