@@ -146,7 +146,12 @@ document.addEventListener("click", (event) => {
   });
 
   // A phone turned sideways (or a window resized) re-flows the text: the highlight stays in view.
-  window.addEventListener("resize", showSelectedText);
+  // Only a new width counts: a phone's address bar hiding on scroll changes the height alone.
+  let width = window.innerWidth;
+  window.addEventListener("resize", () => {
+    if (window.innerWidth !== width) showSelectedText();
+    width = window.innerWidth;
+  });
 
   document.addEventListener("htmx:beforeSwap", (event) => {
     const outline = event.detail.target.querySelector?.(".outline");
