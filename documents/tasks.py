@@ -9,12 +9,20 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from celery import Task, shared_task
+from celery import Task, bootsteps, shared_task
 from celery.signals import worker_ready
-from django.db import InterfaceError, OperationalError
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, close_old_connections
 
-from documents.services.jobs import job_fail_unfinished, job_run_now, jobs_requeue_orphans
+from documents.services.jobs import (
+    job_fail_unfinished,
+    job_run_now,
+    jobs_fail_stalled,
+    jobs_requeue_orphans,
+    jobs_requeue_unsent,
+)
 from documents.services.reembed import nodes_embed_stale
+from openfable.celery import app
 from openfable.embeddings import EmbeddingDimensionError, EmbeddingError
 
 logger = logging.getLogger(__name__)
@@ -93,10 +101,45 @@ def embed_nodes(self: Task, node_ids: list[int]) -> None:
 
 @worker_ready.connect
 def _requeue_orphaned_jobs(**kwargs: Any) -> None:
-    """A worker starting on this host takes back the jobs a dead process of this host left running."""
+    """A worker starting on this host takes back the jobs a dead process of this host left running,
+    and sends the queued jobs whose task never reached the broker."""
     requeued = jobs_requeue_orphans(hostname=socket.gethostname(), alive=_process_alive)
     if requeued:
         logger.warning("queued again the ingestion of documents %s: their worker had died", requeued)
+    _sweep_jobs()
+
+
+def _sweep_jobs() -> None:
+    """Jobs that nothing would ever finish: never sent to the broker (sent now), or running with no
+    sign of life for OPENFABLE_JOB_STALL_SECONDS (failed, with a retry offered)."""
+    try:
+        jobs_requeue_unsent()
+        jobs_fail_stalled()
+    except DATABASE_ERRORS as error:
+        logger.warning("the job sweep could not reach the database (%s); it runs again shortly", error)
+    finally:
+        close_old_connections()  # the timer's thread keeps no connection between sweeps
+
+
+class JobSweep(bootsteps.StartStopStep):
+    """The worker's timer runs ``_sweep_jobs`` every OPENFABLE_JOB_SWEEP_SECONDS (no beat needed)."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        self.timer_entry: Any = None
+
+    def start(self, worker: Any) -> None:
+        self.timer_entry = worker.timer.call_repeatedly(settings.JOB_SWEEP_SECONDS, _sweep_jobs, priority=10)
+
+    def stop(self, worker: Any) -> None:
+        if self.timer_entry is not None:
+            self.timer_entry.cancel()
+            self.timer_entry = None
+
+
+app.steps["worker"].add(JobSweep)
 
 
 def _worker_name() -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import import_module
 
 from celery import Celery
@@ -21,6 +23,30 @@ def _ensure_filesystem_broker_folders(sender: Celery, **kwargs: object) -> None:
     for key in ("data_folder_in", "data_folder_out", "control_folder"):
         if options.get(key):
             os.makedirs(options[key], exist_ok=True)
+
+
+@contextmanager
+def probe_app() -> Iterator[Celery]:
+    """A Celery app of its own on ``app``'s broker, for the health checks; closed after use.
+
+    Its connection and producer pools are its own: a worker ping takes two connections at once,
+    and from the shared pools a burst of pings held them all, so that every upload waited for a
+    connection to queue its task (openfable.health).
+    """
+    probe = Celery("openfable-probe", set_as_current=False)
+    probe.conf.update(
+        broker_url=app.conf.broker_url,
+        broker_transport_options=app.conf.broker_transport_options,
+        broker_connection_timeout=2.0,
+        broker_connection_retry=False,
+        control_exchange=app.conf.control_exchange,
+        accept_content=app.conf.accept_content,
+        task_serializer=app.conf.task_serializer,
+    )
+    try:
+        yield probe
+    finally:
+        probe.close()
 
 
 def queue_task(name: str, *args: object) -> None:

@@ -1,22 +1,38 @@
 """Is every part the app needs answering? One function, read by the REST API, MCP and the CLI.
 
-Each check is cheap and bounded: the database (a query), pgvector (the extension is installed),
-the broker (a connection), a live worker (a ping that waits at most ``WORKER_PING_SECONDS``),
-the embedder (one tiny embedding, no paid LLM call), and whether an LLM is configured (its
-absence is not a failure: the vector paths work alone).
+Each check is cheap and bounded: the database (a query under a statement timeout), pgvector (the
+extension is installed), the broker (a connection with a timeout), a live worker (a ping that
+waits at most ``WORKER_PING_SECONDS``), the embedder (one tiny embedding, no paid LLM call), and
+whether an LLM is configured (its absence is not a failure: the vector paths work alone).
+
+The endpoint needs no sign-in, so anyone can call it in a burst: one probe runs at a time in a
+process, its answer is kept for ``CACHE_SECONDS``, and requests that come while a probe runs get
+the last answer instead of starting their own. The broker probes use a Celery app of their own
+(``openfable.celery.probe_app``): the worker ping once waited on the producer pool that uploads
+queue their tasks through, and a burst of 25 pings held every connection of it, hanging the
+health check and every upload after it.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 WORKER_PING_SECONDS = 1.0
+PROBE_TIMEOUT_SECONDS = 2.0  # the database's statement timeout, the broker's connection timeout
+CACHE_SECONDS = 3.0  # an answer this young is given again without probing
+# A request that finds a probe running and no earlier answer waits this long for it: longer than
+# every check's own bound added up (the embedder's first call loads a local model).
+WAIT_FOR_PROBE_SECONDS = 30.0
+
+_probing = threading.Lock()
+_last: tuple[float, Health] | None = None
 
 
 @dataclass(frozen=True)
@@ -46,7 +62,41 @@ class Health:
         }
 
 
-def health() -> Health:
+def health(*, max_age: float = CACHE_SECONDS) -> Health:
+    """Every part's state, probed at most once per ``max_age`` seconds and by one caller at a time."""
+    if (answer := _answer_within(max_age)) is not None:
+        return answer
+    if not _probing.acquire(blocking=False):
+        # Another request is probing: the last answer (a few seconds old) stands for now.
+        if (last := _last) is not None:
+            return last[1]
+        if not _probing.acquire(timeout=WAIT_FOR_PROBE_SECONDS):
+            return Health(
+                checks=[
+                    Check("health", False, "another health check is still running; ask again shortly", 0.0)
+                ]
+            )
+    try:
+        # Waited for a probe that has just finished: its answer is the one to give.
+        if (answer := _answer_within(max_age)) is not None:
+            return answer
+        return _remember(_probe())
+    finally:
+        _probing.release()
+
+
+def _answer_within(max_age: float) -> Health | None:
+    last = _last
+    return last[1] if last is not None and time.monotonic() - last[0] < max_age else None
+
+
+def _remember(answer: Health) -> Health:
+    global _last
+    _last = (time.monotonic(), answer)
+    return answer
+
+
+def _probe() -> Health:
     return Health(
         checks=[
             _timed("database", _database),
@@ -69,7 +119,8 @@ def _timed(name: str, check: Callable[[], str]) -> Check:
 
 
 def _database() -> str:
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [f"{PROBE_TIMEOUT_SECONDS}s"])
         cursor.execute("SELECT version()")
         version = cursor.fetchone()
     return str(version[0]).split(" on ")[0] if version else "answered"
@@ -85,19 +136,20 @@ def _pgvector() -> str:
 
 
 def _broker() -> str:
-    from openfable.celery import app
+    from openfable.celery import probe_app
 
-    with app.connection_for_write() as broker:
-        broker.ensure_connection(max_retries=1, timeout=2)
+    with probe_app() as probe, probe.connection_for_write() as broker:
+        broker.ensure_connection(max_retries=1, timeout=PROBE_TIMEOUT_SECONDS)
         return broker.as_uri()
 
 
 def _worker() -> str:
-    from openfable.celery import app
+    from openfable.celery import app, probe_app
 
     if app.conf.task_always_eager:
         return "tasks run inline (OPENFABLE_CELERY_EAGER)"
-    replies = app.control.ping(timeout=WORKER_PING_SECONDS) or []
+    with probe_app() as probe:
+        replies = probe.control.ping(timeout=WORKER_PING_SECONDS) or []
     if not replies:
         raise RuntimeError(
             f"no Celery worker answered within {WORKER_PING_SECONDS:.0f} s; start one (make run does)"

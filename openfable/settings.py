@@ -266,6 +266,10 @@ EXTRACTION_SECONDS = env.number("EXTRACTION_SECONDS", 300.0, minimum=1.0)
 EXTRACTION_MEMORY_MB = env.integer("EXTRACTION_MEMORY_MB", 2048, minimum=64)
 # A running job with no progress for this long is taken as lost (its worker died) and failed.
 JOB_STALL_SECONDS = env.integer("JOB_STALL_SECONDS", 900, minimum=60)
+# A queued job whose task never reached the broker (committed, then the broker failed or hung) is
+# sent again this long after it was made, by the worker's sweep every JOB_SWEEP_SECONDS.
+JOB_UNSENT_SECONDS = env.integer("JOB_UNSENT_SECONDS", 60, minimum=1)
+JOB_SWEEP_SECONDS = env.number("JOB_SWEEP_SECONDS", 30.0, minimum=0.5)
 
 # --- Web --------------------------------------------------------------------------------
 # Django's usual four, on every place a password is set (the admin, the password change and reset

@@ -21,15 +21,16 @@ from django.core.exceptions import SuspiciousFileOperation
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.db.models import QuerySet
+from django.utils import timezone
 from django.utils.text import get_valid_filename, slugify
 
 from documents.ingestion.extraction import Detected, ExtractionError, detect_format
 from documents.models import FILE_FORMATS, Collection, Document, IngestionJob
 from documents.selectors import collection_get
 from documents.services.collection_indexes import collection_index_drop
+from documents.services.jobs import job_send
 from documents.services.sharing import collection_members_set
 from documents.services.trees import corpus_version_bump
-from openfable.celery import queue_task
 from openfable.errors import ConflictError, NotFoundError, UserInputError
 from openfable.tokens import count_tokens
 
@@ -291,7 +292,8 @@ def document_create(
     )
     if existing is not None:
         if not reindex:
-            return DocumentCreateResult(document=existing, job=None, created=False)
+            job = _job_resend_unsent(existing) if queue else None
+            return DocumentCreateResult(document=existing, job=job, created=False)
         job = document_reindex(document=existing, builder=cleaned.builder, queue=queue)
         return DocumentCreateResult(document=existing, job=job, created=False)
 
@@ -468,9 +470,30 @@ def job_retry(*, job: IngestionJob, queue: bool = True) -> IngestionJob:
 
 
 def _job_create(*, document: Document, builder: str, reindex: bool, queue: bool) -> IngestionJob:
-    job = IngestionJob.objects.create(document=document, builder_requested=builder, reindex=reindex)
+    # A job the caller runs in-process (queue=False) is handed over now; a queued one once its
+    # message is sent (job_send), so that the worker's sweep can tell one that never was.
+    job = IngestionJob.objects.create(
+        document=document,
+        builder_requested=builder,
+        reindex=reindex,
+        heartbeat=None if queue else timezone.now(),
+    )
     if queue:
-        transaction.on_commit(lambda: queue_task("documents.tasks.ingest_document", document.pk))
+        transaction.on_commit(partial(job_send, job_id=job.pk, document_id=document.pk))
+    return job
+
+
+def _job_resend_unsent(document: Document) -> IngestionJob | None:
+    """The document's queued job whose task never reached the broker, sent again now; else None.
+
+    The same text sent again after an upload whose task was lost (the broker failed or hung
+    after the commit) queues it, instead of answering with no job while it waits for the sweep.
+    """
+    job = IngestionJob.objects.filter(
+        document=document, status=IngestionJob.Status.QUEUED, heartbeat__isnull=True
+    ).first()
+    if job is not None:
+        transaction.on_commit(partial(job_send, job_id=job.pk, document_id=document.pk))
     return job
 
 

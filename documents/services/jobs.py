@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
+from kombu.exceptions import KombuError
 
 from documents.ingestion.pipeline import NodeEdit, NodeRow, apply_edits, edit_key, flatten_tree
 from documents.ingestion.structural import build_structural_tree
@@ -406,11 +407,56 @@ def jobs_requeue_orphans(*, hostname: str, alive: Callable[[int], bool]) -> list
         )
         with transaction.atomic():
             IngestionJob.objects.filter(pk=job.pk, status=IngestionJob.Status.RUNNING).update(
-                status=IngestionJob.Status.QUEUED, worker="", stage=IngestionJob.Stage.QUEUED, progress=0
+                status=IngestionJob.Status.QUEUED,
+                worker="",
+                stage=IngestionJob.Stage.QUEUED,
+                progress=0,
+                heartbeat=None,  # not sent yet (job_send)
             )
             Document.objects.filter(pk=job.document_id).update(status=Document.Status.QUEUED)
-            transaction.on_commit(partial(queue_task, "documents.tasks.ingest_document", job.document_id))
+            transaction.on_commit(partial(job_send, job_id=job.pk, document_id=job.document_id))
     return [job.document_id for job in orphans]
+
+
+def job_send(*, job_id: int, document_id: int) -> None:
+    """Send the job's task to the broker, then note on the job that it went (its ``heartbeat``).
+
+    Called once the job's transaction has committed. On a queued job the heartbeat says a runner
+    was handed it: its message sent, or (``queue=False``) the caller running it in-process. A job
+    still without one after ``OPENFABLE_JOB_UNSENT_SECONDS`` was committed but never sent (the
+    broker failed, or the request that made it hung on the broker): ``jobs_requeue_unsent`` sends
+    it again. A broker that fails here is logged, not raised: the job is safely in the database.
+    """
+    try:
+        queue_task("documents.tasks.ingest_document", document_id)
+    except (KombuError, OSError):
+        logger.exception(
+            "document %s: its ingestion could not be queued; the worker's sweep will", document_id
+        )
+        return
+    IngestionJob.objects.filter(pk=job_id, status=IngestionJob.Status.QUEUED, heartbeat__isnull=True).update(
+        heartbeat=timezone.now()
+    )
+
+
+def jobs_requeue_unsent(*, older_than: float | None = None) -> list[int]:
+    """Send again the queued jobs whose task never reached the broker; their documents' ids.
+
+    Run by the worker when it starts and on its timer (``documents.tasks``). ``older_than``
+    (default OPENFABLE_JOB_UNSENT_SECONDS) leaves alone a job whose request is committing and
+    sending it right now.
+    """
+    seconds = settings.JOB_UNSENT_SECONDS if older_than is None else older_than
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    unsent = list(
+        IngestionJob.objects.filter(
+            status=IngestionJob.Status.QUEUED, heartbeat__isnull=True, created__lt=cutoff
+        ).values_list("pk", "document_id")
+    )
+    for job_id, document_id in unsent:
+        logger.warning("job %s of document %s was never queued; queueing it now", job_id, document_id)
+        job_send(job_id=job_id, document_id=document_id)
+    return [document_id for _, document_id in unsent]
 
 
 def job_fail_unfinished(*, document_id: int, error: str) -> None:
