@@ -16,6 +16,7 @@ import httpx
 import pytest
 from django.core.management import call_command
 from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from api.serializers import SLUG_PATTERN
@@ -38,6 +39,7 @@ def test_the_schema_validates(tmp_path: Any) -> None:
     assert "/v1/api/query" in (tmp_path / "schema.yml").read_text()
 
 
+@hypothesis_settings(derandomize=True, max_examples=300)  # the same slugs every run: it cannot flake in CI
 @given(st.from_regex(r"[a-z0-9_\-]{0,12}|[ -~]{0,12}|default(-[0-9]{1,3}){0,2}|[0-9]{1,4}", fullmatch=True))
 def test_the_schema_slug_pattern_is_the_service_rule(slug: str) -> None:
     try:
