@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -68,8 +67,9 @@ def broker_drain(*, messages: int, polling_seconds: float | None, timeout: float
                     )
                 time.sleep(0.2)
         finally:
-            with suppress(ProcessLookupError):
-                os.killpg(worker.pid, signal.SIGTERM)
+            # To the worker itself, as make run stops it: a pool child that got the signal too
+            # could die holding the pool's queue lock, and the worker would wait for it forever.
+            worker.terminate()
             try:
                 worker.wait(timeout=30)
             except subprocess.TimeoutExpired:
