@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.validators import RegexValidator
+from django.urls import reverse
 from rest_framework import serializers
 
 from api.fields import (
@@ -126,6 +127,10 @@ class DocumentSerializer(serializers.ModelSerializer):
     collection = serializers.CharField(source="collection.slug", read_only=True)
     node_count = serializers.IntegerField(read_only=True, default=None)
     content = serializers.CharField(read_only=True, help_text="the whole text (omitted with ?meta_only=true)")
+    page_count = serializers.SerializerMethodField(help_text="pages of the uploaded file (0: a text)")
+    original = serializers.SerializerMethodField(
+        help_text="where to download the file as uploaded (a text: the text as a file)"
+    )
 
     class Meta:
         model = Document
@@ -141,6 +146,10 @@ class DocumentSerializer(serializers.ModelSerializer):
             "tags",
             "metadata",
             "source_filename",
+            "format",
+            "format_note",
+            "page_count",
+            "original",
             "content_hash",
             "embedding_model",
             "tree_version",
@@ -148,6 +157,12 @@ class DocumentSerializer(serializers.ModelSerializer):
             "updated",
             "content",
         ]
+
+    def get_page_count(self, document: Document) -> int:
+        return len(document.page_spans)
+
+    def get_original(self, document: Document) -> str:
+        return reverse("api:document-original", args=[document.pk])
 
     def to_representation(self, instance: Document) -> dict[str, Any]:
         data = super().to_representation(instance)
@@ -217,14 +232,17 @@ class DocumentUploadSerializer(_DocumentFieldsSerializer):
     """A multipart body: the text as a file (``metadata`` as JSON text)."""
 
     # An empty file reaches the service, which says so in the words of every surface.
-    file = serializers.FileField(allow_empty_file=True, help_text="a .txt or .md file")
+    file = serializers.FileField(
+        allow_empty_file=True,
+        help_text="a PDF, Word (.docx), HTML, Markdown or text file; its format is read from its content",
+    )
 
     def validate_file(self, upload: Any) -> Any:
-        if upload.size > settings.MAX_DOCUMENT_BYTES:
+        if upload.size > settings.MAX_FILE_BYTES:
             # Refused from its declared size, before the whole file is read.
             raise serializers.ValidationError(
-                f"The file is {upload.size:,} bytes; the limit is {settings.MAX_DOCUMENT_BYTES:,} "
-                "(OPENFABLE_MAX_DOCUMENT_BYTES). Split it into smaller documents."
+                f"The file is {upload.size:,} bytes; the limit is {settings.MAX_FILE_BYTES:,} "
+                "(OPENFABLE_MAX_FILE_BYTES). Split it into smaller files."
             )
         return upload
 
@@ -275,13 +293,19 @@ class NodeSerializer(serializers.ModelSerializer):
     content = serializers.SerializerMethodField(
         help_text="the node's exact text: the document's [start, end) slice"
     )
+    pages = serializers.SerializerMethodField(
+        help_text="the pages of the document's file the node lies on ([] for a text without pages)"
+    )
 
     class Meta:
         model = Node
-        fields = [*NODE_FIELDS, "content"]
+        fields = [*NODE_FIELDS, "pages", "content"]
 
     def get_content(self, node: Node) -> str:
         return node.document.content[node.start_char : node.end_char]
+
+    def get_pages(self, node: Node) -> list[int]:
+        return node.document.pages_of(node.start_char, node.end_char)
 
 
 class NodeUpdateSerializer(serializers.Serializer):
@@ -306,6 +330,9 @@ class TreeNodeSerializer(serializers.Serializer):
     end_char = serializers.IntegerField()
     token_count = serializers.IntegerField()
     edited = serializers.BooleanField()
+    pages = serializers.ListField(
+        child=serializers.IntegerField(), help_text="the pages of the document's file it lies on"
+    )
     children = serializers.ListField(child=serializers.DictField(), required=False)
 
 
@@ -360,6 +387,9 @@ class QueryChunkSerializer(serializers.Serializer):
     score = serializers.FloatField()
     position = serializers.IntegerField(help_text="place in the returned context, in document order")
     source = serializers.CharField(help_text="the path that found it")  # type: ignore[assignment]  # as parent above
+    pages = serializers.ListField(
+        child=serializers.IntegerField(), help_text="the pages of the document's file it lies on"
+    )
 
 
 class QueryResponseSerializer(serializers.Serializer):

@@ -11,6 +11,7 @@ urlpatterns = [
     path("documents", documents.DocumentListView.as_view(), name="documents"),
     path("documents/<int:pk>", documents.DocumentDetailView.as_view(), name="document"),
     path("documents/<int:pk>/reindex", documents.DocumentReindexView.as_view(), name="document-reindex"),
+    path("documents/<int:pk>/original", documents.DocumentOriginalView.as_view(), name="document-original"),
     path("documents/<int:pk>/tree", documents.DocumentTreeView.as_view(), name="document-tree"),
     path("jobs/<int:pk>", documents.JobDetailView.as_view(), name="job"),
     path("documents/<int:pk>/history", edits.DocumentHistoryView.as_view(), name="document-history"),

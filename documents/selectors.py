@@ -23,6 +23,7 @@ from documents.models import (
     Node,
     TreeEdit,
     collection_index_name,
+    page_finder,
 )
 from openfable.errors import NotFoundError, UserInputError
 
@@ -195,7 +196,7 @@ def document_nodes(*, document: Document) -> QuerySet[Node]:
 
 def document_tree(*, document: Document, flat: bool = False) -> list[dict[str, Any]]:
     """The document's nodes as plain data in document order: a flat list with parent ids, or
-    the root with nested ``children`` (one query either way)."""
+    the root with nested ``children`` (one query either way); each with its ``pages``."""
     rows: list[dict[str, Any]] = [
         dict(row)
         for row in Node.objects.filter(document=document)
@@ -216,6 +217,9 @@ def document_tree(*, document: Document, flat: bool = False) -> list[dict[str, A
             "embedding_stale",
         )
     ]
+    pages = page_finder(document.page_spans)
+    for row in rows:
+        row["pages"] = pages(row["start_char"], row["end_char"])
     if flat:
         return rows
     by_id = {row["id"]: row for row in rows}

@@ -92,6 +92,7 @@ def node_entry(node: Node) -> dict[str, Any]:
         "end_char": node.end_char,
         "token_count": node.token_count,
         "edited": node.edited,
+        "pages": node.document.pages_of(node.start_char, node.end_char),
         "content": node.document.content[node.start_char : node.end_char],
     }
 
@@ -137,6 +138,7 @@ def query_answer(result: RetrievalResult) -> dict[str, Any]:
                 "position": position,
                 "source": chunk.found_by[0] if chunk.found_by else "",
                 "truncated": chunk.truncated,
+                "pages": list(chunk.pages),
             }
             for position, chunk in enumerate(result.chunks)
         ],

@@ -24,13 +24,28 @@ class RequestSizeMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        limit = body_limit(request)
         if limit is not None and (size := _body_size(request)) > limit:
-            return user_error_response(request, too_large(size))
+            return user_error_response(request, too_large(size, limit=limit))
         return self.get_response(request)
 
 
-def too_large(size: int) -> PayloadTooLargeError:
+def body_limit(request: HttpRequest) -> int | None:
+    """A multipart upload carries files as they are, streamed to disk: up to ten at
+    OPENFABLE_MAX_FILE_BYTES (``MULTIPART_MAX_BYTES``); any other body is read into memory."""
+    if (request.content_type or "").startswith("multipart/") and settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        return int(settings.MULTIPART_MAX_BYTES)
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def too_large(size: int, *, limit: int | None = None) -> PayloadTooLargeError:
+    if limit is not None and limit != settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        return PayloadTooLargeError(
+            f"The upload is {size:,} bytes; the server takes at most {limit:,} in one request (ten "
+            f"files of OPENFABLE_MAX_FILE_BYTES = {settings.MAX_FILE_BYTES:,} bytes). Send fewer "
+            "or smaller files at a time.",
+            details={"limit_bytes": limit, "max_file_bytes": settings.MAX_FILE_BYTES},
+        )
     limit = int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0)
     return PayloadTooLargeError(
         f"The request body is {size:,} bytes; the server reads at most {limit:,} (room for a document of "

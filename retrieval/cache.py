@@ -26,7 +26,8 @@ from retrieval.result import RetrievalResult
 
 logger = logging.getLogger(__name__)
 
-KEY_PREFIX = "openfable:retrieve:v1:"
+# v2: chunks carry their pages (a result cached before has no such field).
+KEY_PREFIX = "openfable:retrieve:v2:"
 DEFAULT_TIMEOUT_S = 3600
 
 

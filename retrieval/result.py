@@ -125,6 +125,7 @@ class Chunk:
     scores: ChunkScores
     found_by: tuple[str, ...]
     truncated: bool = False  # cut to fit the budget (only ever the single chunk returned)
+    pages: tuple[int, ...] = ()  # the pages of the document's file it lies on (none for text)
 
     @classmethod
     def whole_document(
@@ -170,6 +171,7 @@ class Chunk:
             "scores": self.scores.to_dict(),
             "found_by": list(self.found_by),
             "truncated": self.truncated,
+            "pages": list(self.pages),
         }
 
 

@@ -44,7 +44,7 @@ from django.db import connection
 from django.db.models import Func, IntegerField, Value
 from django.db.models.functions import Lower
 
-from documents.models import Document, Node
+from documents.models import Document, Node, page_finder
 from documents.selectors import corpus_version
 from openfable.embeddings import get_embedder
 from openfable.llm import LLMClient, LLMUsage, llm_configured
@@ -480,7 +480,7 @@ class _Run:
             routing="documents" if routing == "documents" else "nodes",
             paths=tuple(self.paths[name] for name in PATH_NAMES if name in self.paths),
             documents=hits,
-            chunks=tuple(chunks),
+            chunks=_with_pages(chunks),
             total_tokens=sum(chunk.token_count for chunk in chunks),
             timings_ms=self.timings,
             llm_usage=self.usage,
@@ -742,3 +742,20 @@ class _Run:
         now = time.perf_counter()
         self.timings[stage] = round(self.timings.get(stage, 0.0) + (now - self.lap) * 1000, 2)
         self.lap = now
+
+
+def _with_pages(chunks: Sequence[Chunk]) -> tuple[Chunk, ...]:
+    """Each chunk with the pages it lies on, from its document's page map: one query for all."""
+    ids = {chunk.document_id for chunk in chunks}
+    spans = (
+        dict(Document.objects.filter(pk__in=ids).exclude(page_spans=[]).values_list("pk", "page_spans"))
+        if ids
+        else {}
+    )
+    finders = {pk: page_finder(page_spans) for pk, page_spans in spans.items()}
+    return tuple(
+        dataclasses.replace(chunk, pages=tuple(finders[chunk.document_id](chunk.start_char, chunk.end_char)))
+        if chunk.document_id in finders
+        else chunk
+        for chunk in chunks
+    )

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, time
 from typing import Any
 
 from django.conf import settings
+from django.http.response import HttpResponseBase
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -33,6 +34,7 @@ from api.serializers import (
     TreeNodeSerializer,
 )
 from documents import selectors
+from documents.files import ORIGINAL_MEDIA_TYPES, original_response
 from documents.models import Document
 from documents.services.documents import (
     DocumentCreateResult,
@@ -166,6 +168,23 @@ class DocumentDetailView(APIView):
     def delete(self, request: Request, pk: int) -> Response:
         document_delete(document=selectors.document_get(user=request.user, pk=pk))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DocumentOriginalView(APIView):
+    @extend_schema(
+        summary="The document's file as uploaded (a text sent as text: that text, as a file)",
+        responses={
+            **{
+                (200, media_type): OpenApiResponse(
+                    OpenApiTypes.BINARY, description="the file, as an attachment"
+                )
+                for media_type in ORIGINAL_MEDIA_TYPES
+            },
+            **ERRORS,
+        },
+    )
+    def get(self, request: Request, pk: int) -> HttpResponseBase:
+        return original_response(selectors.document_get(user=request.user, pk=pk))
 
 
 class DocumentReindexView(APIView):

@@ -65,6 +65,7 @@ def query_response(result: RetrievalResult) -> dict[str, Any]:
             "score": chunk.scores.fused,
             "position": position,
             "source": chunk.found_by[0] if chunk.found_by else "",
+            "pages": list(chunk.pages),
         }
         for position, chunk in enumerate(result.chunks)
     ]

@@ -216,7 +216,12 @@ def document_input_clean(
     Markdown or text file is its text. Separate from ``document_create`` so that a form can show
     the same messages beside its fields before anything is written (the admin's add form does).
     """
-    detected = _detect_file(content, filename=source_filename) if isinstance(content, bytes) else None
+    # An empty file is refused as any empty document is, in the same words.
+    detected = (
+        _detect_file(content, filename=source_filename)
+        if isinstance(content, bytes) and content.strip()
+        else None
+    )
     file = content if detected is not None and detected.format in FILE_FORMATS else None
     text = "" if file is not None else _clean_text(content, filename=source_filename)
     return DocumentInput(

@@ -14,7 +14,16 @@ from schemathesis.openapi.checks import RejectedPositiveData
 
 # What documents.services.documents says of an uploaded file that is not text (a PNG, a Latin-1
 # file) or holds none: tests/api/test_documents.py and tests/reliability check these refusals.
-NOT_TEXT = ("is not UTF-8 text", "The document is empty", "contains NUL characters")
+NOT_TEXT = (
+    "is not UTF-8 text",
+    "The document is empty",
+    "contains NUL characters",
+    # ... or not a format it reads, told from the content (documents.ingestion.extraction.detect).
+    "is not a format OpenFable reads",
+    "is an old Office file",
+    "is a damaged or truncated zip archive",
+    "is a zip archive but not a Word",
+)
 # And of metadata that PostgreSQL's jsonb cannot hold (NUL in any key or string) or that is nested
 # too deep, at any depth: OpenAPI 3.0 cannot constrain the keys of a free-form object.
 METADATA = ("The metadata holds a NUL character", "The metadata is nested more than")
@@ -38,7 +47,7 @@ def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool
     # it always does. That is the answer working, not a server error (a 500 still fails).
     if isinstance(failure, ServerError) and failure.status_code == 503:
         return not _is(case, "GET", "/v1/api/health")
-    if isinstance(failure, RejectedPositiveData) and response.status_code == 400:
+    if isinstance(failure, RejectedPositiveData) and response.status_code in (400, 415):
         message = _message(response)
         # A multipart `file` (format: binary) cannot be declared "UTF-8 text, not blank": the
         # generator sends a PNG or random bytes as a valid file; the server refuses it in words.

@@ -71,7 +71,7 @@ def test_the_same_file_twice_is_one_document(file_storage: Path) -> None:
 @pytest.mark.parametrize(
     ("data", "filename", "error", "code"),
     [
-        (b"", "empty.pdf", DocumentInputError, "empty"),
+        (b" \n", "empty.pdf", DocumentInputError, "invalid_input"),
         (
             b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100,
             "old.doc",

@@ -73,8 +73,8 @@ ROWS = [
         "post",
         _doc,
         lambda t: {"file": SimpleUploadedFile("blob.txt", b"abc\x00\x01\x02def")},
-        400,
-        "NUL characters",
+        415,
+        "not a format OpenFable reads",
         multipart=True,
     ),
     Row(
@@ -359,7 +359,7 @@ def test_budgets_at_the_bounds_are_accepted(tree: Tree, hash_queries: None, budg
 
 def test_the_file_size_is_refused_from_its_declared_size(tree: Tree) -> None:
     """The serializer's refusal (beside the `file` field), before the service reads the body."""
-    with override_settings(MAX_DOCUMENT_BYTES=SMALL_LIMIT):
+    with override_settings(MAX_FILE_BYTES=SMALL_LIMIT):
         response = _client(tree.owner).post(
             f"{API}/documents",
             {"file": SimpleUploadedFile("big.txt", b"x" * (10 * SMALL_LIMIT))},
