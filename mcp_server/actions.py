@@ -8,6 +8,8 @@ says what to call next, in the tools' own words where a service speaks of the co
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 from django.conf import settings
@@ -48,10 +50,28 @@ def wait_seconds() -> float:
 
 
 def ingest_document(
-    *, user: Any, text: str, title: str, collection: str, tags: list[str] | None, builder: str, wait: bool
+    *,
+    user: Any,
+    text: str,
+    title: str,
+    collection: str,
+    tags: list[str] | None,
+    builder: str,
+    wait: bool,
+    content_base64: str = "",
+    filename: str = "",
 ) -> dict[str, Any]:
+    content: str | bytes = _file_bytes(content_base64, filename) if content_base64 else text
+    if content_base64 and text:
+        raise UserInputError("Send the document as text or as content_base64, not both.")
     created = document_create(
-        collection=collection or None, content=text, title=title, tags=tags, builder=builder, user=user
+        collection=collection or None,
+        content=content,
+        source_filename=filename if content_base64 else "",
+        title=title,
+        tags=tags,
+        builder=builder,
+        user=user,
     )
     job = created.job
     if job is not None and wait:
@@ -71,6 +91,29 @@ def ingest_document(
             else f"Indexing in the background; call job_status with job_id {job.pk} until finished."
         )
     return answer
+
+
+def _file_bytes(content_base64: str, filename: str) -> bytes:
+    """The file sent as base64; its size is checked before it is decoded."""
+    if not filename.strip():
+        raise UserInputError(
+            "Give the file's name with content_base64 (filename, e.g. 'report.pdf'): it names the "
+            "document and breaks a tie between formats."
+        )
+    if len(content_base64) > 4 * (settings.MAX_FILE_BYTES // 3 + 1) + 4:
+        raise UserInputError(
+            f"The file is over {settings.MAX_FILE_BYTES:,} bytes (OPENFABLE_MAX_FILE_BYTES). Split it "
+            "and send the parts.",
+            code="too_large",
+        )
+    try:
+        # Whitespace is dropped first: many encoders wrap base64 at 76 characters.
+        return base64.b64decode("".join(content_base64.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise UserInputError(
+            "content_base64 is not valid base64; encode the file's bytes with standard base64 "
+            "(A-Z, a-z, 0-9, +, /, = padding) and send it again."
+        ) from None
 
 
 def list_collections(*, user: Any) -> dict[str, Any]:

@@ -72,7 +72,24 @@ DocumentText = Annotated[
 
 async def ingest_document(
     ctx: Context,
-    text: DocumentText,
+    text: Annotated[
+        str,
+        Field(
+            description="The whole document as plain text or Markdown (UTF-8). Headings help the "
+            "structure; the same text sent again to the same collection is the same document. "
+            "Leave it empty to send a file as content_base64 instead."
+        ),
+    ] = "",
+    content_base64: Annotated[
+        str,
+        Field(
+            description="A file instead of text: its bytes in base64. PDF, Word (.docx), HTML, "
+            "Markdown or text; the format is read from the content. Give its filename too."
+        ),
+    ] = "",
+    filename: Annotated[
+        str, Field(description="The file's name, e.g. 'report.pdf' (with content_base64).")
+    ] = "",
     title: Title = "",
     collection: CollectionSlug = "",
     tags: Tags = None,
@@ -91,15 +108,18 @@ async def ingest_document(
         ),
     ] = False,
 ) -> Answer:
-    """Add a document: store the text and index it (chunk, build the tree of sections with titles
-    and summaries, embed every node). Returns the document and its ingestion job; with wait=true, once
-    indexed. Sending a text already in the collection returns that document (created=false) and
-    queues nothing. To build the tree yourself without a model call on the server, use
-    plan_document instead."""
+    """Add a document: store the text, or a file (content_base64 + filename: PDF, Word, HTML,
+    Markdown, text), and index it (read the file's text and pages, chunk, build the tree of sections
+    with titles and summaries, embed every node). Returns the document and its ingestion job; with
+    wait=true, once indexed. Sending a text or file already in the collection returns that document
+    (created=false) and queues nothing. To build the tree yourself without a model call on the
+    server, use plan_document instead."""
     return await _answer(
         ctx,
         actions.ingest_document,
         text=text,
+        content_base64=content_base64,
+        filename=filename,
         title=title,
         collection=collection,
         tags=tags,
@@ -166,7 +186,7 @@ async def get_tree(
     ] = False,
 ) -> Answer:
     """A document's tree: every node's id, kind (root/section/subsection/leaf), title, summary,
-    section path and character offsets, without the text. Read it as a table of contents; get_node
+    section path, character offsets and pages (of a PDF), without the text. Read it as a table of contents; get_node
     returns any node's exact text."""
     return await _answer(ctx, actions.get_tree, document_id=document_id, flat=flat)
 
@@ -176,7 +196,7 @@ async def get_node(
     node_id: Annotated[int, Field(description="A node id, from get_tree or a query's chunks.")],
 ) -> Answer:
     """One node of a tree with its exact text (the document's characters start_char to end_char),
-    title, summary, section path and parent."""
+    title, summary, section path, parent and pages (of a PDF: cite them)."""
     return await _answer(ctx, actions.get_node, node_id=node_id)
 
 
