@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import SupportsIndex
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -372,8 +374,8 @@ class _CountedText(str):
 
     read = 0
 
-    def __getitem__(self, key: object) -> str:  # type: ignore[override]
-        piece = str.__getitem__(self, key)  # type: ignore[index]
+    def __getitem__(self, key: SupportsIndex | slice) -> str:
+        piece = str.__getitem__(self, key)
         type(self).read += len(piece)
         return piece
 
