@@ -15,7 +15,17 @@ from documents.services.jobs import jobs_fail_stalled
 from openfable.errors import UserInputError
 from openfable.health import health
 
-_DOCUMENT_FIELDS = ("title", "status", "builder", "token_count", "tags", "metadata", "source_filename")
+_DOCUMENT_FIELDS = (
+    "title",
+    "status",
+    "builder",
+    "token_count",
+    "tags",
+    "metadata",
+    "source_filename",
+    "format",
+    "format_note",
+)
 
 
 def register(subparsers: Any) -> None:
@@ -118,6 +128,7 @@ def _document(document: Document) -> dict[str, Any]:
         "collection": document.collection.slug,
         **{field: getattr(document, field) for field in _DOCUMENT_FIELDS},
         "nodes": getattr(document, "node_count", None),
+        "pages": len(document.page_spans or []),
         "created": document.created.isoformat(),
         "updated": document.updated.isoformat(),
     }

@@ -1,7 +1,7 @@
 """`openfable index | plan | apply-chunks | apply-tree | reembed` (also `manage.py openfable ...`).
 
-`index` adds text files through ``document_create`` and, with ``--wait``, runs their ingestion
-in this process. `plan`, `apply-chunks` and `apply-tree` are the agent path
+`index` adds files (PDF, Word, HTML, Markdown, text) through ``document_create`` and, with
+``--wait``, runs their ingestion in this process. `plan`, `apply-chunks` and `apply-tree` are the agent path
 (documents/services/agent.py): an outside agent reads the document itself, names the chunk
 boundaries and the tree, and this command validates and saves them. `reembed` switches the
 embedding model or size (documents/services/reembed.py). Handlers only parse arguments, call
@@ -43,12 +43,16 @@ STDIN = "-"
 def register(subparsers: Any) -> None:
     index = subparsers.add_parser(
         "index",
-        help="add UTF-8 .txt / .md files to a collection and index them",
-        description="Store each file (the same text again in a collection: the same document) and queue "
-        "its ingestion for the worker `make run` starts; with --wait, index here and print the result.",
+        help="add PDF, Word (.docx), HTML, Markdown or text files to a collection and index them",
+        description="Store each file (the same file again in a collection: the same document) and queue "
+        "its ingestion for the worker `make run` starts; with --wait, index here and print the result. "
+        "The format is read from each file's content, not its name.",
     )
     index.add_argument(
-        "paths", metavar="PATH", nargs="+", help="UTF-8 .txt or .md files, or - for standard input"
+        "paths",
+        metavar="PATH",
+        nargs="+",
+        help=".pdf, .docx, .html, .md or UTF-8 .txt files, or - for standard input",
     )
     index.add_argument(
         "--collection", metavar="SLUG", default="", help="collection slug or id (default: default)"
@@ -120,10 +124,18 @@ def handle_index(options: dict[str, Any]) -> dict[str, Any]:
     tags = clean_tags(options["tags"])
     # Read every file, then store them all or none: a bad third file stores nothing.
     contents = [(path, _read_input(path, what="document")) for path in paths]
-    results = []
-    with transaction.atomic():
-        for path, data in contents:
-            results.append((path, _create(path, data, options, tags)))
+    results: list[tuple[str, DocumentCreateResult]] = []
+    try:
+        with transaction.atomic():
+            for path, data in contents:
+                results.append((path, _create(path, data, options, tags)))
+    except BaseException:
+        # Storage has no transactions: the originals already written for the rolled-back
+        # documents go with them.
+        for _, created in results:
+            if created.created and created.document.original:
+                created.document.original.delete(save=False)
+        raise
     documents = []
     for position, (path, created) in enumerate(results, start=1):
         entry = _document_summary(created.document) | {"path": path, "created": created.created}
@@ -163,9 +175,11 @@ def _document_summary(document: Document) -> dict[str, Any]:
         "collection": document.collection.slug,
         "status": document.status,
         "builder": document.builder,
+        "format": document.format,
+        "pages": len(document.page_spans or []),
         "tokens": document.token_count,
         "nodes": document_nodes(document=document).count(),
-    }
+    } | ({"format_note": document.format_note} if document.format_note else {})
 
 
 def _say(message: str) -> None:

@@ -8,6 +8,9 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
+# What the file pickers offer; the format is read from the content, so this only helps choose.
+ACCEPTED_FILES = ".pdf,.docx,.html,.htm,.md,.markdown,.txt,application/pdf,text/html,text/markdown,text/plain"
+
 
 class MultipleFileInput(forms.ClearableFileInput):
     allow_multiple_selected = True
@@ -17,7 +20,7 @@ class MultipleFileField(forms.FileField):
     """Several files from one input (Django's documented pattern)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("widget", MultipleFileInput(attrs={"accept": ".txt,.md,text/plain,text/markdown"}))
+        kwargs.setdefault("widget", MultipleFileInput(attrs={"accept": ACCEPTED_FILES}))
         super().__init__(*args, **kwargs)
 
     def clean(self, data: Any, initial: Any = None) -> list[Any]:
@@ -35,7 +38,7 @@ class UploadForm(forms.Form):
     text = forms.CharField(
         required=False, strip=False, widget=forms.Textarea(attrs={"rows": 8}), label="Text"
     )
-    uploads = MultipleFileField(required=False, label="Or files (.txt, .md)")
+    uploads = MultipleFileField(required=False, label="Or files (PDF, Word .docx, HTML, Markdown, text)")
     tags = forms.CharField(required=False, label="Tags", help_text="comma-separated")
 
     def __init__(self, *args: Any, collections: Any = (), **kwargs: Any) -> None:
@@ -50,11 +53,11 @@ class UploadForm(forms.Form):
         if data.get("uploads") and (data.get("text") or "").strip():
             raise forms.ValidationError("Add either pasted text or files, not both at once.")
         for upload in data.get("uploads") or []:
-            if upload.size > settings.MAX_DOCUMENT_BYTES:
+            if upload.size > settings.MAX_FILE_BYTES:
                 # Refused from its declared size, before the whole file is read (as the REST API does).
                 self.add_error(
                     "uploads",
                     f"{upload.name}: the file is {upload.size:,} bytes; the limit is "
-                    f"{settings.MAX_DOCUMENT_BYTES:,} (OPENFABLE_MAX_DOCUMENT_BYTES). Split it into smaller documents.",
+                    f"{settings.MAX_FILE_BYTES:,} (OPENFABLE_MAX_FILE_BYTES). Split it into smaller files.",
                 )
         return data

@@ -11,13 +11,16 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import HttpResponse
+from django.http import FileResponse, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from documents import selectors
+from documents.files import original_response
 from documents.forms import UploadForm
 from documents.models import Document, IngestionJob
+from documents.page_views import node_page_views, page_image_path
 from documents.services import edits
 from documents.services.documents import (
     collection_create,
@@ -87,6 +90,10 @@ def _upload(request: HtmxHttpRequest, form: UploadForm) -> bool:
                     form.add_error(field, f"{filename}: {error}" if filename else str(error))
                     raise
     except UserInputError:
+        # Storage has no transactions: originals written for the documents rolled back go too.
+        for result in created:
+            if result.created and result.document.original:
+                result.document.original.delete(save=False)
         return False
     added = sum(1 for result in created if result.created)
     request.session[_UPLOAD_COLLECTION] = data["collection"] or ""
@@ -220,10 +227,32 @@ def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpRe
         "llm_configured": llm_configured(),
         "parents": [node for node in flat.values() if node["kind"] != "leaf"],
         "siblings_after": _siblings_after(flat, selected),
+        "page_views": (
+            node_page_views(document=document, start=selected["start_char"], end=selected["end_char"])
+            if selected
+            else []
+        ),
         **_text_around(document.content, selected),
     }
     template = "documents/detail.html#document-layout" if request.htmx else "documents/detail.html"
     return render(request, template, context)
+
+
+@login_required
+def document_original(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
+    """The file as uploaded, to whoever may see the document (anyone else: a 404)."""
+    return original_response(selectors.document_get(user=request.user, pk=pk))
+
+
+@login_required
+def document_page_image(request: HtmxHttpRequest, pk: int, page: int) -> HttpResponseBase:
+    """Page ``page`` of a PDF document as a PNG, drawn once and kept (``documents.page_views``)."""
+    document = selectors.document_get(user=request.user, pk=pk)
+    response = FileResponse(
+        page_image_path(document=document, page=page).open("rb"), content_type="image/png"
+    )
+    response["Cache-Control"] = "private, max-age=86400"  # a document's file never changes
+    return response
 
 
 def _siblings_after(flat: dict[int, dict[str, Any]], node: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -264,6 +264,8 @@ MAX_FILE_BYTES = env.integer("MAX_FILE_BYTES", 50_000_000, minimum=1)
 MAX_PAGES = env.integer("MAX_PAGES", 2000, minimum=1)
 EXTRACTION_SECONDS = env.number("EXTRACTION_SECONDS", 300.0, minimum=1.0)
 EXTRACTION_MEMORY_MB = env.integer("EXTRACTION_MEMORY_MB", 2048, minimum=64)
+# The pages of uploaded PDFs drawn for the document page (documents.page_views), kept to serve again.
+PAGE_IMAGES_DIR = Path(env.string("PAGE_IMAGES_DIR", str(DATA_DIR / "page-images"))).expanduser().resolve()
 # A running job with no progress for this long is taken as lost (its worker died) and failed.
 JOB_STALL_SECONDS = env.integer("JOB_STALL_SECONDS", 900, minimum=60)
 # A queued job whose task never reached the broker (committed, then the broker failed or hung) is

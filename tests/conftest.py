@@ -52,4 +52,5 @@ def file_storage(settings: object, tmp_path: Path) -> Path:
             "OPTIONS": {"location": str(folder)},
         },
     }
+    settings.PAGE_IMAGES_DIR = tmp_path / "page-images"  # type: ignore[attr-defined]
     return folder

@@ -26,6 +26,7 @@ from django.utils.text import get_valid_filename, slugify
 
 from documents.ingestion.extraction import Detected, ExtractionError, detect_format
 from documents.models import FILE_FORMATS, Collection, Document, IngestionJob
+from documents.page_views import page_images_delete
 from documents.selectors import collection_get
 from documents.services.collection_indexes import collection_index_drop
 from documents.services.jobs import job_send
@@ -399,10 +400,12 @@ def document_delete(*, document: Document) -> None:
 
 
 def _originals_delete_on_commit(documents: QuerySet[Document]) -> None:
-    """The stored original files of these documents go once their rows are gone for good."""
-    names = [name for name in documents.exclude(original="").values_list("original", flat=True) if name]
-    if names:
-        transaction.on_commit(partial(_files_delete, names))
+    """The stored original files of these documents, and the page images drawn from them, go
+    once their rows are gone for good."""
+    files = list(documents.exclude(original="").values_list("pk", "original"))
+    if files:
+        transaction.on_commit(partial(_files_delete, [name for _, name in files if name]))
+        transaction.on_commit(partial(page_images_delete, [pk for pk, _ in files]))
 
 
 def _files_delete(names: list[str]) -> None:

@@ -1,4 +1,4 @@
-// Drop .txt / .md files onto an upload form: they go into its file input, as if chosen.
+// Drop files (PDF, Word, HTML, Markdown, text) onto an upload form: they go into its file input, as if chosen.
 document.addEventListener("DOMContentLoaded", () => {
   document.body.addEventListener("dragover", (event) => {
     const zone = event.target.closest("[data-dropzone]");

@@ -23,7 +23,7 @@ SMALL_LIMIT = 100
 ROWS: list[tuple[str, list[str], bytes | None, str]] = [
     ("empty file", ["index", "{file}"], b"", "empty"),
     ("whitespace-only file", ["index", "{file}"], b" \n\t \n", "empty"),
-    ("binary file", ["index", "{file}"], b"abc\x00\x01def", "NUL characters"),
+    ("binary file", ["index", "{file}"], b"abc\x00\x01def", "not a format OpenFable reads"),
     ("non-UTF-8 file", ["index", "{file}"], b"caf\xe9 au lait", "not UTF-8"),
     (
         "file 10x over the size limit",

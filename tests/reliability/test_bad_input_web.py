@@ -75,7 +75,7 @@ ROWS = [
         _home,
         lambda t: {"uploads": [SimpleUploadedFile("blob.txt", b"abc\x00\x01def")]},
         400,
-        "NUL characters",
+        "not a format OpenFable reads",
     ),
     Row(
         "non-UTF-8 file",
@@ -246,7 +246,7 @@ def test_an_over_size_file_is_refused_before_it_is_read(tree: Tree, monkeypatch:
         raise AssertionError("an over-size upload reached document_create")
 
     monkeypatch.setattr("documents.views.document_create", never)
-    with override_settings(MAX_DOCUMENT_BYTES=SMALL_LIMIT):
+    with override_settings(MAX_FILE_BYTES=SMALL_LIMIT):
         response = _client(tree.owner).post(HOME, {"uploads": [SimpleUploadedFile("big.txt", b"x" * 1000)]})
     assert response.status_code == 400
     assert f"big.txt: the file is 1,000 bytes; the limit is {SMALL_LIMIT}" in response.content.decode()

@@ -1,0 +1,187 @@
+"""A PDF's pages as pictures, and where a stretch of the extracted text lies on a page (pure, no Django).
+
+The document page shows a selected node on the original page: ``render_page_png_isolated``
+draws the page (in a child process with a memory cap and a time limit, as extraction runs: a
+page's images can be bombs too), and ``text_boxes`` finds the node's text among the page's
+characters and returns the rectangles of its lines, as fractions of the page, for the browser
+to draw over the picture.
+
+The extracted text is cleaned (headers and footers dropped, hyphenated words joined, markdown
+heading marks added, NFKC), so it is matched on letters and digits only: both sides are reduced
+to their lowercased alphanumerics, with a map back to PDFium's character indices.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import unicodedata
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from documents.ingestion.extraction.isolated import _cap_memory
+
+# Letters matched at each end of the text, longest first: a shorter probe still finds a start
+# whose first words were cut differently (a heading's number, a header dropped in between).
+_PROBES = (80, 40, 20)
+
+
+@dataclass(frozen=True, slots=True)
+class Box:
+    """A rectangle on the page, as fractions of its width and height from the top left."""
+
+    left: float
+    top: float
+    width: float
+    height: float
+
+
+def text_boxes(page: Any, text: str, *, from_top: bool, to_bottom: bool) -> list[Box]:
+    """Where ``text`` (a stretch of the extracted text that lies on ``page``, a pypdfium2 page)
+    is on it: one box per line. ``from_top``/``to_bottom``: the stretch starts at the page's
+    start or runs to its end (a node over several pages), so an end that cannot be matched is
+    the page's edge. [] when the text cannot be found (the page is still shown, unmarked)."""
+    textpage = page.get_textpage()
+    try:
+        count = textpage.count_chars()
+        if count <= 0:
+            return []
+        page_keys, index_of = _keys(textpage.get_text_range(0, count))
+        wanted, _ = _keys(text)
+        if not wanted:
+            return []
+        # Matched even where the stretch runs from the page's top or to its bottom: the page's
+        # running header and footer are not part of it. Only a miss falls back to the page's edge.
+        start = _find_start(page_keys, wanted)
+        if start is None:
+            start = 0 if from_top else None
+        if start is None:
+            return []
+        end = _find_end(page_keys, wanted, after=start)
+        if end is None:
+            end = len(page_keys) if to_bottom else None
+        if end is None or end <= start:
+            return []
+        first = index_of[start] if start < len(index_of) else count
+        last = index_of[end - 1] + 1 if end - 1 < len(index_of) else count
+        width, height = page.get_size()
+        boxes = []
+        for rect in range(textpage.count_rects(first, last - first)):
+            left, bottom, right, top = textpage.get_rect(rect)
+            boxes.append(
+                Box(
+                    left=round(max(0.0, left / width), 4),
+                    top=round(max(0.0, (height - top) / height), 4),
+                    width=round((right - left) / width, 4),
+                    height=round((top - bottom) / height, 4),
+                )
+            )
+        return boxes
+    finally:
+        textpage.close()
+
+
+def _keys(text: str) -> tuple[str, list[int]]:
+    """The lowercased letters and digits of ``text`` (NFKC), and each one's index in ``text``."""
+    keys: list[str] = []
+    where: list[int] = []
+    for index, char in enumerate(text):
+        for folded in unicodedata.normalize("NFKC", char).lower():
+            if folded.isalnum():
+                keys.append(folded)
+                where.append(index)
+    return "".join(keys), where
+
+
+def _find_start(page_keys: str, wanted: str) -> int | None:
+    for size in _PROBES:
+        found = page_keys.find(wanted[:size])
+        if found >= 0:
+            return found
+    return None
+
+
+def _find_end(page_keys: str, wanted: str, *, after: int) -> int | None:
+    if page_keys.startswith(wanted, after):
+        return after + len(wanted)
+    for size in _PROBES:
+        probe = wanted[-size:]
+        found = page_keys.find(probe, after)
+        if found >= 0:
+            return found + len(probe)
+    return None
+
+
+def render_page_png(source: str | bytes, page_number: int, *, scale: float) -> bytes:
+    """Page ``page_number`` (1-based) of the PDF at ``source`` (a path or the bytes) as a PNG."""
+    import pypdfium2 as pdfium
+
+    document = pdfium.PdfDocument(source)
+    try:
+        page = document[page_number - 1]
+        try:
+            image = page.render(scale=scale).to_pil()
+        finally:
+            page.close()
+    finally:
+        document.close()
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=False)
+    return out.getvalue()
+
+
+class RenderError(Exception):
+    """The page could not be drawn (too slow, too much memory, a damaged page)."""
+
+
+def render_page_png_isolated(
+    source: str | bytes,
+    page_number: int,
+    *,
+    scale: float,
+    max_memory_bytes: int,
+    max_seconds: float,
+) -> bytes:
+    """``render_page_png`` in a fresh process that may allocate ``max_memory_bytes`` and is
+    killed after ``max_seconds``; ``RenderError`` when it fails."""
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(
+        target=_child, args=(sender, source, page_number, scale, max_memory_bytes), daemon=True
+    )
+    child.start()
+    sender.close()
+    try:
+        if not receiver.poll(max_seconds):
+            raise RenderError(f"drawing page {page_number} took longer than {max_seconds:g} seconds")
+        kind, payload = receiver.recv()
+    except EOFError:
+        raise RenderError(f"drawing page {page_number} stopped (out of memory?)") from None
+    finally:
+        receiver.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+    if kind != "ok":
+        raise RenderError(str(payload))
+    result: bytes = payload
+    return result
+
+
+def _child(
+    sender: Connection, source: str | bytes, page_number: int, scale: float, max_memory_bytes: int
+) -> None:
+    import PIL.Image  # noqa: F401  (loaded before the cap, so it bounds the drawing alone)
+    import pypdfium2  # noqa: F401
+
+    answer: tuple[str, Any]
+    try:
+        _cap_memory(max_memory_bytes)
+        answer = ("ok", render_page_png(source, page_number, scale=scale))
+    except MemoryError:
+        answer = ("error", f"drawing page {page_number} needs more than the memory allowed")
+    except Exception as error:
+        answer = ("error", f"page {page_number} could not be drawn ({type(error).__name__})")
+    sender.send(answer)
+    sender.close()
