@@ -11,11 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.text import Truncator
 
+from documents.files import download_name
+from documents.forms import ACCEPTED_FILES
 from documents.models import Collection, Document, IngestionJob, Node
 from documents.services.documents import (
     collection_create,
@@ -141,7 +146,15 @@ class _MetadataField(forms.JSONField):
 class DocumentAddForm(forms.ModelForm):
     """What a person gives to add a document; checked by the same rules as every other surface."""
 
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 20}), strip=False, label="Text")
+    content = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 20}), strip=False, label="Text", required=False
+    )
+    upload = forms.FileField(
+        required=False,
+        label="Or a file",
+        help_text="PDF, Word (.docx), HTML, Markdown or text; its format is read from its content",
+        widget=forms.ClearableFileInput(attrs={"accept": ACCEPTED_FILES}),
+    )
     title = forms.CharField(required=False, help_text="from the first line when left empty")
     tags_text = forms.CharField(required=False, label="Tags", help_text="comma-separated")
     builder = forms.ChoiceField(
@@ -164,9 +177,20 @@ class DocumentAddForm(forms.ModelForm):
         if content is not None:
             # Browsers send line ends as CRLF; the text is stored as the person wrote it, in LF.
             data["content"] = content.replace("\r\n", "\n")
+        upload = data.get("upload")
+        if upload and (content or "").strip():
+            raise forms.ValidationError("Give either the text or a file, not both.")
+        if upload and upload.size > settings.MAX_FILE_BYTES:
+            # Refused from its declared size, before it is read (as every upload form does).
+            raise forms.ValidationError(
+                f"{upload.name}: the file is {upload.size:,} bytes; the limit is "
+                f"{settings.MAX_FILE_BYTES:,} (OPENFABLE_MAX_FILE_BYTES). Split it into smaller files."
+            )
+        data["file"] = (upload.read(), upload.name) if upload else None
         try:
             data["cleaned"] = document_input_clean(
-                content=data.get("content"),
+                content=data["file"][0] if upload else data.get("content"),
+                source_filename=upload.name if upload else "",
                 title=data.get("title", ""),
                 tags=data.get("tags_text", ""),
                 metadata=data.get("metadata"),
@@ -252,13 +276,17 @@ class DocumentAdmin(SavedByServiceMixin, admin.ModelAdmin):
         return super().get_form(request, obj, change=change, **kwargs)
 
     # An indexed document's description can change; what ingestion made of it is shown, read-only.
-    add_fields = ["collection", "title", "content", "tags_text", "metadata", "builder"]
+    add_fields = ["collection", "title", "content", "upload", "tags_text", "metadata", "builder"]
     change_fields = ["title", "tags_text", "metadata"]
     shown_fields = [
         "collection",
         "status",
         "builder",
         "source_filename",
+        "format",
+        "format_note",
+        "pages",
+        "original_file",
         "token_count",
         "content_hash",
         "embedding_model",
@@ -276,6 +304,18 @@ class DocumentAdmin(SavedByServiceMixin, admin.ModelAdmin):
     def get_inlines(self, request: HttpRequest, obj: Document | None) -> list[Any]:
         return [IngestionJobInline, NodeInline] if obj is not None else []
 
+    @admin.display(description="pages")
+    def pages(self, document: Document) -> int:
+        return len(document.page_spans or [])
+
+    @admin.display(description="original file")
+    def original_file(self, document: Document) -> str:
+        if not document.original:
+            return "—"
+        return format_html(
+            '<a href="{}">{}</a>', reverse("documents:original", args=[document.pk]), download_name(document)
+        )
+
     @admin.display(description="text")
     def text_preview(self, document: Document) -> str:
         text = Document.objects.values_list("content", flat=True).get(pk=document.pk)
@@ -285,9 +325,12 @@ class DocumentAdmin(SavedByServiceMixin, admin.ModelAdmin):
         data = form.cleaned_data
         if not change:
             cleaned = data["cleaned"]
+            file = data.get("file")
             result = document_create(
                 collection=data["collection"],
-                content=cleaned.text,
+                # A file goes as its bytes: its format and original are the service's to keep.
+                content=file[0] if file else cleaned.text,
+                source_filename=file[1] if file else "",
                 title=cleaned.title,
                 tags=cleaned.tags,
                 metadata=cleaned.metadata,
@@ -296,7 +339,7 @@ class DocumentAdmin(SavedByServiceMixin, admin.ModelAdmin):
             if not result.created:
                 self.message_user(
                     request,
-                    "This collection already holds the same text; showing that document.",
+                    "This collection already holds the same text or file; showing that document.",
                     level=messages.WARNING,
                 )
             return result.document

@@ -186,3 +186,53 @@ def test_deleting_in_the_admin_moves_the_corpus_version(admin_client: Client) ->
     )
     assert response.status_code == 302
     assert not Document.objects.exists() and corpus_version() > before
+
+
+def test_a_file_added_in_the_admin_keeps_its_original_and_is_read_by_the_job(
+    admin_client: Client, file_storage: Any
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from documents.services.jobs import job_run_now
+    from tests.documents.ingestion import document_files as files
+
+    collection = CollectionFactory.create()
+    data = files.report_pdf(pages=2)
+    response = admin_client.post(
+        reverse("admin:documents_document_add"),
+        {
+            "collection": collection.pk,
+            "title": "",
+            "content": "",
+            "upload": SimpleUploadedFile("report.pdf", data),
+            "tags_text": "",
+            "metadata": "{}",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    document = Document.objects.get()
+    assert document.format == "pdf" and document.title == "report" and document.original.read() == data
+    assert job_run_now(document_id=document.pk).succeeded  # type: ignore[union-attr]
+    page = admin_client.get(reverse("admin:documents_document_change", args=[document.pk])).content.decode()
+    assert reverse("documents:original", args=[document.pk]) in page and "report.pdf" in page
+
+    both = admin_client.post(
+        reverse("admin:documents_document_add"),
+        {
+            "collection": collection.pk,
+            "content": "Some text.",
+            "upload": SimpleUploadedFile("x.pdf", data),
+            "metadata": "{}",
+        },
+    )
+    assert both.status_code == 200 and "either the text or a file" in both.content.decode()
+    old = admin_client.post(
+        reverse("admin:documents_document_add"),
+        {
+            "collection": collection.pk,
+            "upload": SimpleUploadedFile("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 64),
+            "metadata": "{}",
+        },
+    )
+    assert old.status_code == 200 and "save it as .docx or PDF" in old.content.decode()
+    assert Document.objects.count() == 1

@@ -118,3 +118,13 @@ def test_pages_and_the_original_are_only_for_those_who_may_see_the_document(file
 def test_text_is_matched_on_letters_and_digits_only() -> None:
     keys, where = _keys("agree\ufffe\r\nment, “Fi­nal”")
     assert keys == "agreementfinal" and where[0] == 0 and where[5] == 8
+
+
+def test_the_query_page_names_each_passages_pages(file_storage: Path) -> None:
+    owner = UserFactory.create()
+    _indexed_pdf(owner, files.report_pdf(pages=3))
+    page = _signed_in(owner).get(
+        reverse("retrieval:query"), {"query": "When does the buyer pay each invoice?", "budget": "150"}
+    )
+    assert page.status_code == 200
+    assert re.search(r"· pages? \d(, \d)* · found by", page.content.decode())
