@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -15,9 +16,18 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from documents.models import Document, Node
+from documents.services.jobs import job_run_now
 from openfable.api_tokens import token_create
 from tests.mcp_server.conftest import Person, live_url, person
 from tests.reliability import INJECTION, ONE_MEGABYTE_QUERY, SCRIPT, SQL, row_counts
+from tests.reliability.bad_files import (
+    BAD_FILES,
+    WORD_NAMED_PDF,
+    BadFile,
+    assert_failed_cleanly,
+    stored_files,
+)
+from tests.reliability.bad_files import IDS as BAD_IDS
 from tests.reliability.conftest import Tree
 
 pytestmark = pytest.mark.django_db
@@ -455,3 +465,48 @@ def test_an_over_size_body_is_413_in_the_json_shape(live_url: str, person: Perso
     assert error["code"] == "too_large" and set(error) == {"code", "message", "details"}
     assert f"the server reads at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,}" in error["message"]
     assert row_counts() == before
+
+
+# -- bad files (issue 21): refused at upload, or accepted and their job fails in words ------------
+
+
+@pytest.mark.parametrize("bad", BAD_FILES, ids=BAD_IDS)
+def test_a_bad_file_is_refused_or_fails_its_job_in_words(
+    tree: Tree, bad: BadFile, file_storage: Path
+) -> None:
+    client = _client(tree.owner)
+    before = row_counts()
+    with override_settings(**bad.settings):
+        response = client.post(
+            f"{API}/documents",
+            {"file": SimpleUploadedFile(bad.filename, bad.data()), "collection": "facts"},
+            format="multipart",
+        )
+        if bad.refused:
+            assert response.status_code in (400, 413, 415), response.content[:500]
+            error = response.json()["error"]
+            assert bad.fragment in f"{error['message']} {error['details']}", error
+            assert row_counts() == before and not stored_files(file_storage)
+            return
+        assert response.status_code == 202, response.json()
+        document_id = response.json()["document"]["id"]
+        run = job_run_now(document_id=document_id)
+    assert run is not None and not run.succeeded
+    assert_failed_cleanly(document_id, bad.fragment)
+    job = client.get(f"{API}/jobs/{run.job.pk}").json()
+    assert job["status"] == "failed" and bad.fragment in job["error"]
+    retried = client.post(f"{API}/documents/{document_id}/reindex", {}, format="json")
+    assert retried.status_code == 202 and retried.json()["job"]["status"] == "queued"
+
+
+def test_a_word_file_named_pdf_is_read_as_word_and_the_mismatch_is_said(
+    tree: Tree, file_storage: Path
+) -> None:
+    filename, data, fragment = WORD_NAMED_PDF
+    response = _client(tree.owner).post(
+        f"{API}/documents", {"file": SimpleUploadedFile(filename, data())}, format="multipart"
+    )
+    assert response.status_code == 202
+    document = response.json()["document"]
+    assert document["format"] == "docx" and fragment in document["format_note"]
+    assert job_run_now(document_id=document["id"]).succeeded  # type: ignore[union-attr]

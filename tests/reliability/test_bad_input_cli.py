@@ -13,6 +13,8 @@ from django.test import override_settings
 from documents.models import Collection
 from tests.cli import run_openfable
 from tests.reliability import INJECTION, ONE_MEGABYTE_QUERY, row_counts
+from tests.reliability.bad_files import BAD_FILES, BadFile, assert_failed_cleanly, stored_files
+from tests.reliability.bad_files import IDS as BAD_IDS
 from tests.reliability.conftest import Tree
 
 pytestmark = pytest.mark.django_db
@@ -183,3 +185,25 @@ def test_a_bad_import_line_is_refused_naming_it_and_writes_nothing(
     assert status == 1 and answer["error"].startswith("Line 2"), answer
     assert fragment in answer["error"], answer
     assert (row_counts(), Collection.objects.count()) == before
+
+
+# -- bad files (issue 21): refused at upload, or accepted and their job fails in words ------------
+
+
+@pytest.mark.parametrize("bad", BAD_FILES, ids=BAD_IDS)
+def test_a_bad_file_is_refused_or_fails_its_job_in_words(
+    tree: Tree, tmp_path: Path, bad: BadFile, file_storage: Path
+) -> None:
+    path = tmp_path / bad.filename
+    path.write_bytes(bad.data())
+    before = row_counts()
+    with override_settings(**bad.settings):
+        status, answer = run_openfable("index", str(path), "--collection", "facts", "--wait")
+    if bad.refused:
+        assert status == 1 and bad.filename in answer["error"] and bad.fragment in answer["error"], answer
+        assert row_counts() == before and not stored_files(file_storage)
+        return
+    assert status == 0, answer
+    (entry,) = answer["documents"]
+    assert entry["status"] == "failed" and bad.fragment in entry["job"]["error"], entry
+    assert_failed_cleanly(entry["document_id"], bad.fragment)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.test import override_settings
 from mcp_types import CallToolResult
 
+from documents.models import Document
 from tests.mcp_server.conftest import Person, connect, live_url, person, run_async
 from tests.reliability import INJECTION, ONE_MEGABYTE_QUERY, SCRIPT, SQL, row_counts
+from tests.reliability.bad_files import BAD_FILES, assert_failed_cleanly, stored_files
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 __all__ = ["live_url", "person"]  # fixtures, from the MCP tests
@@ -117,3 +121,38 @@ def test_an_offset_past_the_end_is_an_empty_page(live_url: str, person: Person) 
     assert not result.is_error, _text(result)
     assert isinstance(result.structured_content, dict)
     assert result.structured_content["documents"] == [] and result.structured_content["next_offset"] is None
+
+
+# -- bad files (issue 21): refused at upload, or accepted and their job fails in words ------------
+
+
+def test_bad_files_are_refused_or_fail_their_job_in_words(
+    live_url: str, person: Person, eager_tasks: None, file_storage: Path
+) -> None:
+    """All in one session: each file sent as base64 with wait=true (the job runs at the commit)."""
+
+    async def scenario() -> dict[str, tuple[bool, str, dict[str, Any]]]:
+        answers = {}
+        async with connect(live_url, "streamable-http", person.key) as client:
+            for bad in BAD_FILES:
+                arguments = {
+                    "content_base64": base64.b64encode(bad.data()).decode(),
+                    "filename": bad.filename,
+                    "wait": True,
+                }
+                with override_settings(**bad.settings):
+                    result = await client.call_tool("ingest_document", arguments)
+                answers[bad.name] = (result.is_error, _text(result), result.structured_content or {})
+        return answers
+
+    answers = run_async(scenario)
+    for bad in BAD_FILES:
+        is_error, text, answer = answers[bad.name]
+        if bad.refused:
+            assert is_error and bad.fragment in text and "Traceback" not in text, (bad.name, text)
+            assert not Document.objects.filter(source_filename=bad.filename).exists()
+            continue
+        assert not is_error and answer["job"]["status"] == "failed", (bad.name, text)
+        assert bad.fragment in answer["job"]["error"], (bad.name, answer["job"])
+        assert_failed_cleanly(answer["document"]["document_id"], bad.fragment)
+    assert not [path for path in stored_files(file_storage) if path.suffix == ".doc"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -17,9 +18,12 @@ from django.urls import reverse
 
 from documents.models import Document, Node
 from documents.services.documents import document_create
+from documents.services.jobs import job_run_now
 from documents.services.trees import node_update
 from tests.mcp_server.conftest import live_url
 from tests.reliability import ESCAPED_SCRIPT, INJECTION, ONE_MEGABYTE_QUERY, SCRIPT, SQL, row_counts
+from tests.reliability.bad_files import BAD_FILES, BadFile, assert_failed_cleanly, stored_files
+from tests.reliability.bad_files import IDS as BAD_IDS
 from tests.reliability.conftest import Tree
 
 pytestmark = pytest.mark.django_db
@@ -308,3 +312,32 @@ def test_an_over_size_form_is_413_on_a_readable_page(live_url: str) -> None:
     page = html.unescape(response.text)
     assert f"the server reads at most {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,}" in page
     assert "Split the document into smaller ones" in page
+
+
+# -- bad files (issue 21): refused at upload, or accepted and their job fails in words ------------
+
+
+@pytest.mark.parametrize("bad", BAD_FILES, ids=BAD_IDS)
+def test_a_bad_file_is_refused_or_fails_its_job_in_words(
+    tree: Tree, bad: BadFile, file_storage: Path
+) -> None:
+    client = _client(tree.owner)
+    before = row_counts()
+    with override_settings(**bad.settings):
+        response = client.post(
+            HOME, {"uploads": [SimpleUploadedFile(bad.filename, bad.data())], "collection": "facts"}
+        )
+        if bad.refused:
+            assert response.status_code == 400
+            assert bad.fragment in html.unescape(response.content.decode())
+            assert row_counts() == before and not stored_files(file_storage)
+            return
+        assert response.status_code == 302
+        document = Document.objects.get(source_filename=bad.filename)
+        job_run_now(document_id=document.pk)
+    assert_failed_cleanly(document.pk, bad.fragment)
+    # The corpus page and the document page say why, and offer the retry.
+    corpus = html.unescape(client.get(HOME).content.decode())
+    assert bad.fragment in corpus and "Retry" in corpus
+    page = html.unescape(client.get(reverse("documents:detail", args=[document.pk])).content.decode())
+    assert "Last indexing failed" in page and bad.fragment in page
