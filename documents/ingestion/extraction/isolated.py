@@ -4,14 +4,24 @@ PDFium is C: a page whose streams inflate to gigabytes (a decompression bomb) or
 inside the library is out of reach of ``extract``'s own checks, which run between pages. The
 worker calls ``extract_isolated`` instead: the child caps its address space (``RLIMIT_AS``) and
 is killed when the time limit passes, and either ends as one ``ExtractionError``.
+
+The child is a fresh interpreter started with ``subprocess`` (``spawn_isolated``), not a
+``multiprocessing`` process: a Celery prefork worker's pool processes are daemonic, and
+``multiprocessing`` refuses children to those. It gets its arguments pickled on its standard
+input and answers over a pipe of its own, so nothing a library prints can garble the answer.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import importlib
+import os
+import pickle
 import resource
+import subprocess
+import sys
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from documents.ingestion.extraction.model import Extracted, ExtractionError, ExtractionLimits, Progress
@@ -32,13 +42,7 @@ def extract_isolated(
     ``max_memory_bytes`` beyond what it holds once started, and is killed after
     ``limits.max_seconds`` (plus ``grace_seconds`` for it to start)."""
     limits = limits or ExtractionLimits()
-    context = multiprocessing.get_context("spawn")  # no lock or thread of the caller's comes along
-    receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(
-        target=_child, args=(sender, data, filename, limits, max_memory_bytes), daemon=True
-    )
-    child.start()
-    sender.close()
+    child, receiver = spawn_isolated(f"{__name__}:_child", (data, filename, limits, max_memory_bytes))
     expires = time.monotonic() + max(0.0, limits.max_seconds + grace_seconds)
     try:
         while True:
@@ -50,18 +54,18 @@ def extract_isolated(
             if on_progress is not None:
                 on_progress(*payload)
     except EOFError:
-        child.join()
+        child.wait()
         # Killed by a signal: the kernel's OOM killer, or PDFium aborting on a failed allocation.
-        if child.exitcode is not None and child.exitcode < 0:
+        if child.returncode is not None and child.returncode < 0:
             raise _too_big(filename, max_memory_bytes) from None
         raise ExtractionError(
             _unreadable(filename, RuntimeError("the reader stopped")), code="corrupt"
         ) from None
     finally:
         receiver.close()
-        if child.is_alive():
+        if child.poll() is None:
             child.kill()
-        child.join()
+        child.wait()
     if kind == "ok":
         result: Extracted = payload
         return result
@@ -69,6 +73,46 @@ def extract_isolated(
         raise _too_big(filename, max_memory_bytes)
     message, code = payload
     raise ExtractionError(message, code=code)
+
+
+# The folder that holds the ``documents`` package: the child imports the reader from it.
+_IMPORT_ROOT = str(Path(__file__).resolve().parents[3])
+
+
+def spawn_isolated(target: str, args: tuple[Any, ...]) -> tuple[subprocess.Popen[bytes], Connection]:
+    """Start ``target`` ("module:function") in a fresh interpreter as ``function(sender, *args)``;
+    the process, and the end of the pipe its messages (``sender.send``) arrive on."""
+    read_end, write_end = os.pipe()
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        path for path in (_IMPORT_ROOT, environment.get("PYTHONPATH", "")) if path
+    )
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(write_end)],
+            stdin=subprocess.PIPE,
+            pass_fds=(write_end,),
+            env=environment,
+            close_fds=True,
+        )
+    finally:
+        os.close(write_end)
+    receiver = Connection(read_end, writable=False)
+    assert child.stdin is not None
+    try:
+        pickle.dump((target, args), child.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        child.stdin.close()
+    except BrokenPipeError:  # it died before reading: the caller reads EOF and says so
+        pass
+    return child, receiver
+
+
+def _main() -> None:
+    """The child's entry point (``python -m ...isolated FD``): run the target it is sent."""
+    sender = Connection(int(sys.argv[1]), readable=False)
+    target, args = pickle.load(sys.stdin.buffer)
+    module, function = target.split(":")
+    getattr(importlib.import_module(module), function)(sender, *args)
 
 
 def _child(
@@ -135,3 +179,7 @@ def _unreadable(filename: str, error: Exception) -> str:
     return (
         f"{filename} could not be read ({type(error).__name__}); save or export it again and upload it again"
     )
+
+
+if __name__ == "__main__":
+    _main()

@@ -14,13 +14,12 @@ to their lowercased alphanumerics, with a map back to PDFium's character indices
 from __future__ import annotations
 
 import io
-import multiprocessing
 import unicodedata
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from documents.ingestion.extraction.isolated import _cap_memory
+from documents.ingestion.extraction.isolated import _cap_memory, spawn_isolated
 
 # Letters matched at each end of the text, longest first: a shorter probe still finds a start
 # whose first words were cut differently (a heading's number, a header dropped in between).
@@ -145,13 +144,7 @@ def render_page_png_isolated(
 ) -> bytes:
     """``render_page_png`` in a fresh process that may allocate ``max_memory_bytes`` and is
     killed after ``max_seconds``; ``RenderError`` when it fails."""
-    context = multiprocessing.get_context("spawn")
-    receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(
-        target=_child, args=(sender, source, page_number, scale, max_memory_bytes), daemon=True
-    )
-    child.start()
-    sender.close()
+    child, receiver = spawn_isolated(f"{__name__}:_child", (source, page_number, scale, max_memory_bytes))
     try:
         if not receiver.poll(max_seconds):
             raise RenderError(f"drawing page {page_number} took longer than {max_seconds:g} seconds")
@@ -160,9 +153,9 @@ def render_page_png_isolated(
         raise RenderError(f"drawing page {page_number} stopped (out of memory?)") from None
     finally:
         receiver.close()
-        if child.is_alive():
+        if child.poll() is None:
             child.kill()
-        child.join()
+        child.wait()
     if kind != "ok":
         raise RenderError(str(payload))
     result: bytes = payload
