@@ -31,7 +31,12 @@ from documents.services.agent import (
     tree_instructions,
     tree_outline,
 )
-from documents.services.documents import DocumentCreateResult, clean_tags, document_create
+from documents.services.documents import (
+    DocumentCreateResult,
+    clean_tags,
+    document_create,
+    document_input_clean,
+)
 from documents.services.jobs import job_run_now
 from documents.services.reembed import DEFAULT_BATCH_SIZE, Progress, nodes_reembed
 from openfable.embeddings import get_embedder
@@ -190,6 +195,14 @@ def _say(message: str) -> None:
 def handle_plan(options: dict[str, Any]) -> dict[str, Any]:
     path: str = options["path"]
     data = _read_input(path, what="document")
+    name = "" if path == STDIN else Path(path).name
+    if document_input_clean(content=data, source_filename=name).file is not None:
+        # The agent reads and cuts the text itself: a PDF, Word or HTML file has none until the
+        # worker extracts it.
+        raise UserInputError(
+            f"{path}: plan takes a text or Markdown file; index a PDF, Word or HTML file with "
+            "`openfable index` (its text, headings and pages are read for you)."
+        )
     result = document_create(
         collection=options["collection"] or None,
         content=data,

@@ -63,3 +63,9 @@ def test_a_batch_with_a_refused_file_stores_none_and_keeps_no_file(
     assert status == 1 and "old.doc" in answer["error"] and ".docx or PDF" in answer["error"]
     assert not Document.objects.exists()
     assert not [path for path in file_storage.rglob("*") if path.is_file()]
+
+
+def test_plan_sends_a_pdf_to_index_instead(tmp_path: Path, file_storage: Path) -> None:
+    status, answer = run_openfable("plan", _write(tmp_path, "report.pdf", files.report_pdf(pages=1)))
+    assert status == 1 and "openfable index" in answer["error"]
+    assert not Document.objects.exists()
