@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib import import_module
 
 from celery import Celery
 
@@ -47,14 +46,3 @@ def probe_app() -> Iterator[Celery]:
         yield probe
     finally:
         probe.close()
-
-
-def queue_task(name: str, *args: object) -> None:
-    """Queue the task ``name`` ("package.module.function") with JSON arguments, after importing its module.
-
-    Services queue their tasks by name: the task modules import the services they wrap, so a
-    direct import back would make an import cycle. The task object itself is used (not
-    ``send_task``), so eager mode (OPENFABLE_CELERY_EAGER) and the task's own options apply.
-    """
-    import_module(name.rsplit(".", 1)[0])  # registers the task in this process
-    app.tasks[name].delay(*args)

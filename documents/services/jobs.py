@@ -32,7 +32,6 @@ from documents.ingestion.tree import TreeNode
 from documents.models import Document, IngestionJob, Node
 from documents.services.extracting import document_extract, document_needs_extraction
 from documents.services.trees import ExtractedText, JobSuperseded, document_tree_replace
-from openfable.celery import queue_task
 from openfable.embeddings import (
     Embedder,
     EmbeddingDimensionError,
@@ -427,8 +426,13 @@ def job_send(*, job_id: int, document_id: int) -> None:
     broker failed, or the request that made it hung on the broker): ``jobs_requeue_unsent`` sends
     it again. A broker that fails here is logged, not raised: the job is safely in the database.
     """
+    # Imported here, not at the top: documents.tasks imports these services at module level (the
+    # worker loads it), so a top-level import back would be a cycle at import time. The import is
+    # still a real one, which mypy, ruff and lint-imports see: renaming the task fails them.
+    from documents.tasks import ingest_document
+
     try:
-        queue_task("documents.tasks.ingest_document", document_id)
+        ingest_document.delay(document_id)
     except (KombuError, OSError):
         logger.exception(
             "document %s: its ingestion could not be queued; the worker's sweep will", document_id

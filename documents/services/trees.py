@@ -22,7 +22,6 @@ from documents.models import CorpusVersion, Document, IngestionJob, Node, TreeEd
 from documents.services.collection_indexes import collection_index_ensure
 from documents.services.edit_tree import NodeEditError
 from documents.services.history import edit_session_open, edit_session_save
-from openfable.celery import queue_task
 from openfable.tokens import count_tokens
 
 NODE_TITLE_MAX_CHARS = 500
@@ -277,5 +276,7 @@ def _clean_node_text(value: object, *, what: str) -> str:
 
 def queue_embedding(node_ids: list[int]) -> None:
     """Re-embed these nodes in the background once the transaction commits."""
+    from documents.tasks import embed_nodes  # here, not at the top: see job_send in documents.services.jobs
+
     ids = sorted(node_ids)
-    transaction.on_commit(lambda: queue_task("documents.tasks.embed_nodes", ids))
+    transaction.on_commit(lambda: embed_nodes.delay(ids))
