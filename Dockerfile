@@ -13,10 +13,9 @@ COPY retrieval ./retrieval
 COPY cli ./cli
 COPY api ./api
 COPY mcp_server ./mcp_server
-COPY fable_benchmarks ./fable_benchmarks
 RUN pip install --no-cache-dir .
 # .dockerignore keeps the host's virtualenv, git history and var/ (embedded database, local secret
-# key, broker queue) out of the image.
+# key, broker queue) out of the image, and the benchmarks (a developer's tool, dev extras).
 COPY . .
 RUN useradd --create-home openfable && mkdir -p /app/var && chown -R openfable /app/var
 USER openfable

@@ -1,4 +1,4 @@
-"""The benchmarks: ``openfable bench-ingest``, ``bench-retrieval``, ``bench-latency``, ``bench-cost``
+"""The benchmarks: ``python -m fable_benchmarks bench-ingest``, ``bench-retrieval``, ``bench-latency``, ``bench-cost``
 and ``bench-load``.
 
 The layer above every surface: they use the corpus only through the public services and
@@ -22,7 +22,7 @@ a surface would, so what they measure is what a user gets.
   ceiling against the gold references, pages per second, peak memory, each in its own process.
 - ``report``: the markdown tables and the JSON file the five write.
 - ``plot``: recall against token budget as an SVG chart, from bench-retrieval's report.
-- ``cli``: the five subcommands of the ``openfable`` command line.
+- ``cli``: the subcommands; ``command``: the command that runs them (``__main__``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How fast a real Celery worker drains the embedded filesystem broker (`openfable bench-broker`).
+"""How fast a real Celery worker drains the embedded filesystem broker (`python -m fable_benchmarks bench-broker`).
 
 ``count`` ingestion messages for documents that do not exist (each task claims nothing and returns:
 the broker's own cost, not indexing) are queued into a broker folder of the run's own, then one
@@ -138,7 +138,7 @@ def _queue(environment: dict[str, str], messages: int) -> None:
 
 
 def format_drain(rows: list[DrainRow]) -> str:
-    """The markdown table ``openfable bench-broker`` prints."""
+    """The markdown table ``python -m fable_benchmarks bench-broker`` prints."""
     lines = [
         "| polling interval | messages | drained in | per second | 10,000 messages |",
         "|---|---|---|---|---|",

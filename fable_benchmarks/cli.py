@@ -1,8 +1,10 @@
-"""The benchmark subcommands of `openfable`: `bench-ingest` (and `bench-ingest-large`), `bench-retrieval` (and `bench-plot`,
-its chart from a saved report), `bench-latency`, `bench-load`, `bench-cost`, `bench-extract`.
+"""The benchmark subcommands (`python -m fable_benchmarks ...`): `bench-ingest` (and `bench-ingest-large`),
+`bench-retrieval` (and `bench-plot`, its chart from a saved report), `bench-latency`, `bench-load`,
+`bench-cost`, `bench-extract`, `bench-broker`.
 
 They print markdown tables (``--json PATH`` writes the same numbers). Registered into the
-command line from here (see ``cli.management.commands.openfable.SUBCOMMAND_MODULES``). The
+benchmarks' own command (``fable_benchmarks.command.BenchCommand``, the product's `openfable`
+command with these subcommands instead), so the product never loads them. The
 handlers only parse, call ``fable_benchmarks.ingest`` / ``retrieval`` / ``latency`` / ``cost`` and render
 through ``fable_benchmarks.report`` (tables) or ``fable_benchmarks.plot`` (the SVG chart); a mistake the user
 can fix raises ``BenchInputError``, which the command line prints as ``{"error": ...}`` with exit

@@ -1,4 +1,4 @@
-"""`openfable bench-latency --dataset DOCS QUERIES [COLLECTION]`: latency on real, ingested corpora.
+"""`python -m fable_benchmarks bench-latency --dataset DOCS QUERIES [COLLECTION]`: latency on real, ingested corpora.
 
 What a deployment sees: several collections loaded in one table, each query filtered to one of
 them, its text embedded by the configured embedder. For each dataset (a DragonBall-format pair of

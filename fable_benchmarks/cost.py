@@ -1,4 +1,4 @@
-"""`openfable bench-cost`: what the LLM paths cost in tokens, measured over real HTTP.
+"""`python -m fable_benchmarks bench-cost`: what the LLM paths cost in tokens, measured over real HTTP.
 
 The product's LLM client is pointed at a scripted model (``fable_benchmarks.scripted_llm``) that speaks
 OpenAI's chat-completions protocol on 127.0.0.1 and answers every prompt validly, with outputs of

@@ -1,6 +1,6 @@
 """PDF extraction candidates on real PDFs: extraction ceiling, pages per second, peak memory.
 
-``openfable bench-extract --files shared/datasets/cuad/pdfs.jsonl`` (pure, no Django). The files
+``python -m fable_benchmarks bench-extract --files shared/datasets/cuad/pdfs.jsonl`` (pure, no Django). The files
 list is ``{"doc_id", "file"}`` a line (the file beside the list, or in its ``pdf/`` folder); the
 gold references are the queries file's (``queries.jsonl`` beside the list by default).
 

@@ -1,4 +1,4 @@
-"""`openfable bench-ingest`: index datasets with the structural builder and time it.
+"""`python -m fable_benchmarks bench-ingest`: index datasets with the structural builder and time it.
 
 Reads DragonBall-format JSONL (see ``datasets``) and indexes every document synchronously in
 this process, through the same services as any other runner (``document_create`` then

@@ -1,4 +1,4 @@
-"""`openfable bench-ingest-large`: one document at the size limit, indexed on this machine.
+"""`python -m fable_benchmarks bench-ingest-large`: one document at the size limit, indexed on this machine.
 
 The document is made from dataset documents (DragonBall-format JSONL, see ``datasets``): one
 markdown section ("# title") per dataset document, in file order, until it holds

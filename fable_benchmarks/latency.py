@@ -1,4 +1,4 @@
-"""`openfable bench-latency`: ``vector`` mode latency on a large synthetic corpus.
+"""`python -m fable_benchmarks bench-latency`: ``vector`` mode latency on a large synthetic corpus.
 
 A throw-away collection of ``nodes`` synthetic nodes (documents of ``nodes_per_document`` nodes:
 root -> sections -> subsections -> leaves, leaf text made of random words, exact character spans)

@@ -1,6 +1,6 @@
-"""`openfable bench-load`: concurrent users against the production-shaped server, in one command.
+"""`python -m fable_benchmarks bench-load`: concurrent users against the production-shaped server, in one command.
 
-    .venv/bin/python manage.py openfable bench-load --collection bench-docs_en-2986d6
+    .venv/bin/python -m fable_benchmarks bench-load --collection bench-docs_en-2986d6
 
 (The real run; the defaults are its spec: 50 users for 120 s, then 200 users for 120 s, 20 CUAD
 contracts ingesting meanwhile. A short try: ``--stages 5x15 --background-limit 2``.)

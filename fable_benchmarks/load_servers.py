@@ -1,4 +1,4 @@
-"""The servers `openfable bench-load` runs against, as docker-compose.yml starts them.
+"""The servers `python -m fable_benchmarks bench-load` runs against, as docker-compose.yml starts them.
 
 gunicorn with uvicorn workers (the ASGI app: Django and the MCP server) and a Celery worker, each
 in its own process group, on the database this process uses (the test database under pytest),

@@ -1,4 +1,4 @@
-"""The simulated users of `openfable bench-load`, run by locust in its own process (gevent).
+"""The simulated users of `python -m fable_benchmarks bench-load`, run by locust in its own process (gevent).
 
 Not imported by Django: ``fable_benchmarks.load`` writes a plan (JSON: the API token, the sign-in, the
 collection, query texts, budgets, document ids, think time, the UI users' share) and starts

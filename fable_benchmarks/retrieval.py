@@ -1,4 +1,4 @@
-"""`manage.py openfable bench-retrieval`: recall and EIR of the engine against flat baselines.
+"""`python -m fable_benchmarks bench-retrieval`: recall and EIR of the engine against flat baselines.
 
 Reads any DragonBall-format JSONL pair (documents: {"doc_id", "company_name", "content"};
 queries: {"query": {"query_id", "query_type", "content"}, "ground_truth": {"doc_ids",

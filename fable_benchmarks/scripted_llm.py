@@ -1,7 +1,7 @@
 """A scripted model that speaks OpenAI's chat-completions protocol over real HTTP and answers
 every OpenFable prompt validly, with outputs of the size a competent model writes.
 
-``openfable bench-cost`` points the product's LLM client at it (litellm -> openai SDK -> httpx ->
+``python -m fable_benchmarks bench-cost`` points the product's LLM client at it (litellm -> openai SDK -> httpx ->
 this server), so every prompt the pipeline and the query side build is sent, received, counted
 and answered exactly as with a hosted model; only the model's judgement is scripted. The server
 counts each request's input from the messages it received, with the project's tokenizer

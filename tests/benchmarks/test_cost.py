@@ -15,10 +15,11 @@ from documents.ingestion.prompts import chunking_messages, tree_messages
 from documents.ingestion.tree_schema import tree_from_json
 from documents.models import Collection, Document
 from fable_benchmarks import scripted_llm
+from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.report import COST_INGEST_HEADER, COST_QUERY_HEADER, COST_REINDEX_HEADER
 from openfable.models import LLMCacheEntry
 from openfable.tokens import count_tokens
-from tests.cli import run_openfable
+from tests.benchmarks import run_bench
 
 TOPICS = ("revenue", "governance", "litigation", "hiring", "suppliers", "emissions")
 
@@ -68,7 +69,7 @@ def test_bench_cost_counts_the_tokens_and_reindexing_unchanged_text_costs_none(t
     docs.write_text("\n".join(json.dumps(row) for row in rows))
     out, numbers = io.StringIO(), tmp_path / "cost.json"
     call_command(
-        "openfable", "bench-cost", "--docs", str(docs), "--ingest-limit", "2", "--scopes", "3,12",
+        BenchCommand(), "bench-cost", "--docs", str(docs), "--ingest-limit", "2", "--scopes", "3,12",
         "--queries", "2", "--nodes-per-document", "12", "--budget", "300", "--json", str(numbers), stdout=out,
     )  # fmt: skip
     table = out.getvalue()
@@ -100,11 +101,11 @@ def test_bench_cost_counts_the_tokens_and_reindexing_unchanged_text_costs_none(t
 
 @pytest.mark.django_db
 def test_bench_cost_refuses_bad_input(tmp_path: Path) -> None:
-    code, result = run_openfable("bench-cost", "--docs", str(tmp_path / "missing.jsonl"))
+    code, result = run_bench("bench-cost", "--docs", str(tmp_path / "missing.jsonl"))
     assert code == 1 and result["error"].endswith("missing.jsonl: no such file")
     docs = tmp_path / "docs.jsonl"
     docs.write_text('{"doc_id": 1, "content": "text"}\n')
-    code, result = run_openfable("bench-cost", "--docs", str(docs), "--scopes", "ten")
+    code, result = run_bench("bench-cost", "--docs", str(docs), "--scopes", "ten")
     assert code == 1 and "--scopes" in result["error"]
-    code, result = run_openfable("bench-cost", "--docs", str(docs), "--queries", "0")
+    code, result = run_bench("bench-cost", "--docs", str(docs), "--queries", "0")
     assert code == 1 and result["error"] == "--queries must be at least 1"

@@ -1,4 +1,4 @@
-"""`openfable bench-extract` on small PDFs made in the test, with references a plain reader misses."""
+"""`python -m fable_benchmarks bench-extract` on small PDFs made in the test, with references a plain reader misses."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.extraction import _pdfplumber_clean, normalise, read_pdf_list
-from tests.cli import run_openfable
+from tests.benchmarks import run_bench
 from tests.documents.ingestion import document_files as files
 
 # Found only when the line-end hyphen is joined ("deliv-" / "ery").
@@ -58,7 +59,7 @@ def test_bench_extract_compares_candidates_on_generated_pdfs(tmp_path: Path) -> 
     listing = _dataset(tmp_path)
     out = io.StringIO()
     call_command(
-        "openfable",
+        BenchCommand(),
         "bench-extract",
         "--files",
         str(listing),
@@ -100,11 +101,11 @@ def test_normalisation_reads_export_artefacts_as_the_same_text() -> None:
 @pytest.mark.django_db
 def test_bench_extract_refuses_bad_input_in_words(tmp_path: Path) -> None:
     listing = _dataset(tmp_path)
-    code, result = run_openfable("bench-extract", "--files", str(tmp_path / "missing.jsonl"))
+    code, result = run_bench("bench-extract", "--files", str(tmp_path / "missing.jsonl"))
     assert code == 1 and "no such file" in result["error"]
-    code, result = run_openfable("bench-extract", "--files", str(listing), "--candidates", "pymupdf")
+    code, result = run_bench("bench-extract", "--files", str(listing), "--candidates", "pymupdf")
     assert code == 1 and "unknown pymupdf" in result["error"]
     (tmp_path / "bad.jsonl").write_text('{"doc_id": 3, "file": "absent.pdf"}\n')
-    code, result = run_openfable("bench-extract", "--files", str(tmp_path / "bad.jsonl"))
+    code, result = run_bench("bench-extract", "--files", str(tmp_path / "bad.jsonl"))
     assert code == 1 and "absent.pdf is neither beside the list nor in its pdf/ folder" in result["error"]
     assert [file.doc_id for file in read_pdf_list(listing)] == [0, 1]

@@ -13,9 +13,10 @@ from django.core.management import call_command
 
 from documents.models import Collection, IngestionJob
 from documents.services.documents import collection_create
+from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.datasets import DatasetDocument
 from fable_benchmarks.ingest import index_dataset_document
-from tests.cli import run_openfable
+from tests.benchmarks import run_bench
 
 pytestmark = pytest.mark.django_db
 
@@ -47,11 +48,11 @@ def test_a_failed_document_is_returned_not_raised_and_a_repeat_is_not_run_again(
 
 
 def test_bench_ingest_refuses_a_missing_file_or_a_negative_limit(tmp_path: Path) -> None:
-    code, result = run_openfable("bench-ingest", "--docs", str(tmp_path / "missing.jsonl"))
+    code, result = run_bench("bench-ingest", "--docs", str(tmp_path / "missing.jsonl"))
     assert code == 1 and result["error"] == f"--docs {tmp_path / 'missing.jsonl'}: no such file"
     docs = tmp_path / "docs.jsonl"
     docs.write_text(json.dumps({"doc_id": 1, "content": "text"}) + "\n")
-    code, result = run_openfable("bench-ingest", "--docs", str(docs), "--limit", "-1")
+    code, result = run_bench("bench-ingest", "--docs", str(docs), "--limit", "-1")
     assert code == 1 and "--limit" in result["error"]
     assert not Collection.objects.exists()
 
@@ -61,7 +62,7 @@ def test_bench_ingest_prints_a_table_and_cleans_up(shared_dir: Path, tmp_path: P
     out = io.StringIO()
     json_path = tmp_path / "bench.json"
     call_command(
-        "openfable", "bench-ingest", "--docs", str(shared_dir / "datasets/dragonball/docs_en.jsonl"),
+        BenchCommand(), "bench-ingest", "--docs", str(shared_dir / "datasets/dragonball/docs_en.jsonl"),
         "--limit", "2", "--json", str(json_path), stdout=out,
     )  # fmt: skip
     table = out.getvalue()

@@ -10,8 +10,9 @@ import pytest
 from django.core.management import call_command
 
 from documents.models import Collection, Document
+from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.large_document import large_document_text
-from tests.cli import run_openfable
+from tests.benchmarks import run_bench
 
 CLAUSE = "The supplier delivers the goods within {n} days of each order, at its own cost and risk."
 
@@ -41,9 +42,9 @@ def test_the_text_reaches_the_size_never_passes_it_and_repeats_no_paragraph(tmp_
 
 @pytest.mark.django_db
 def test_bench_ingest_large_refuses_a_missing_file_or_a_negative_size(tmp_path: Path) -> None:
-    code, result = run_openfable("bench-ingest-large", "--docs", str(tmp_path / "missing.jsonl"))
+    code, result = run_bench("bench-ingest-large", "--docs", str(tmp_path / "missing.jsonl"))
     assert code == 1 and result["error"] == f"--docs {tmp_path / 'missing.jsonl'}: no such file"
-    code, result = run_openfable("bench-ingest-large", "--docs", str(_dataset(tmp_path)), "--megabytes", "-1")
+    code, result = run_bench("bench-ingest-large", "--docs", str(_dataset(tmp_path)), "--megabytes", "-1")
     assert code == 1 and "--megabytes" in result["error"]
 
 
@@ -53,7 +54,7 @@ def test_bench_ingest_large_prints_minutes_memory_and_time_per_token(tmp_path: P
     out = io.StringIO()
     json_path = tmp_path / "large.json"
     call_command(
-        "openfable", "bench-ingest-large", "--docs", str(_dataset(tmp_path)), "--megabytes", "0.03",
+        BenchCommand(), "bench-ingest-large", "--docs", str(_dataset(tmp_path)), "--megabytes", "0.03",
         "--json", str(json_path), stdout=out,
     )  # fmt: skip
     assert "| bytes | tokens | nodes | status | minutes |" in out.getvalue()

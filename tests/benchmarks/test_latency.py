@@ -17,12 +17,13 @@ from django.db import connection
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION
 from documents.models import Collection, Document, DocumentTerm, IngestionJob, Node
 from fable_benchmarks import BenchInputError
+from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.corpus_latency import Dataset, bench_corpus_latency
 from fable_benchmarks.latency import HNSW_INDEX, bench_latency, synthetic_rows, tree_template
 from fable_benchmarks.report import format_corpus_latency, format_latency
 from retrieval.result import RetrievalInputError
 from retrieval.services import retrieve
-from tests.cli import run_openfable
+from tests.benchmarks import run_bench
 
 
 def test_tree_template_keeps_every_leaf_under_sections_and_subsections() -> None:
@@ -101,7 +102,7 @@ def test_a_kept_corpus_is_indexed_and_reused_and_the_index_survives_a_rebuild() 
     assert DocumentTerm.objects.filter(document__in=documents).exists(), "the lexical index is written too"
 
     out = io.StringIO()
-    call_command("openfable", "bench-latency", "--collection", slug, "--queries", "2", stdout=out)
+    call_command(BenchCommand(), "bench-latency", "--collection", slug, "--queries", "2", stdout=out)
     table = out.getvalue()
     assert "bench-latency: 160 synthetic nodes in 4 documents" in table
     assert f"Kept collection: {slug}" in table and "Load:" not in table, "nothing was loaded again"
@@ -110,11 +111,11 @@ def test_a_kept_corpus_is_indexed_and_reused_and_the_index_survives_a_rebuild() 
 
 @pytest.mark.django_db
 def test_bench_latency_refuses_bad_input() -> None:
-    code, result = run_openfable("bench-latency", "--nodes", "5")
+    code, result = run_bench("bench-latency", "--nodes", "5")
     assert code == 1 and "--nodes must be at least 10" in result["error"]
-    code, result = run_openfable("bench-latency", "--queries", "0")
+    code, result = run_bench("bench-latency", "--queries", "0")
     assert code == 1 and "--queries must be at least 1" in result["error"]
-    code, result = run_openfable("bench-latency", "--collection", "nope")
+    code, result = run_bench("bench-latency", "--collection", "nope")
     assert code == 1 and result["error"] == "--collection nope: no such collection"
 
 
@@ -177,9 +178,9 @@ def _dataset(tmp_path: Path, name: str, topics: list[str]) -> tuple[Path, Path]:
 
 @pytest.mark.django_db
 def test_bench_latency_on_corpora_refuses_bad_input(tmp_path: Path) -> None:
-    code, result = run_openfable("bench-latency", "--dataset", "only-one.jsonl")
+    code, result = run_bench("bench-latency", "--dataset", "only-one.jsonl")
     assert code == 1 and "--dataset takes DOCS QUERIES [COLLECTION], got 1 value(s)" in result["error"]
-    code, result = run_openfable(
+    code, result = run_bench(
         "bench-latency", "--dataset", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
     )
     assert code == 1 and "no such file" in result["error"]

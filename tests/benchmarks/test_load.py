@@ -1,4 +1,4 @@
-"""`openfable bench-load`: the statistics on plain records, the server commands against
+"""`python -m fable_benchmarks bench-load`: the statistics on plain records, the server commands against
 docker-compose.yml, and (slow) one short real run: gunicorn with two uvicorn workers, a Celery
 worker and locust, on a corpus of three small documents with one more ingesting meanwhile."""
 
@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from documents.models import Collection
+from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.load import error_counts, summarise
 from fable_benchmarks.load_servers import web_command
 from openfable.runner import worker_command
@@ -98,7 +99,7 @@ def test_a_short_run_serves_every_request_and_leaves_nothing_behind(tmp_path: Pa
     background.write_text(json.dumps(BACKGROUND) + "\n")
     out = StringIO()
     call_command(
-        "openfable", "bench-load", "--docs", str(docs), "--queries", str(queries),
+        BenchCommand(), "bench-load", "--docs", str(docs), "--queries", str(queries),
         "--background-docs", str(background), "--background-limit", "1", "--stages", "3x8",
         "--ui-share", "0.34", "--think-seconds", "0.3", "--spawn-rate", "3", "--budgets", "300,1000",
         "--json", str(tmp_path / "load.json"), stdout=out,

@@ -1,4 +1,4 @@
-"""The recall chart (``fable_benchmarks.plot``) and ``openfable bench-plot``: an SVG drawn from the
+"""The recall chart (``fable_benchmarks.plot``) and ``python -m fable_benchmarks bench-plot``: an SVG drawn from the
 report dict that ``bench-retrieval --json`` writes."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import pytest
 from django.core.management import call_command
 
 from fable_benchmarks import BenchInputError
+from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.plot import LINE_STYLES, recall_chart_svg
-from tests.cli import run_openfable
+from tests.benchmarks import run_bench
 
 SVG = "{http://www.w3.org/2000/svg}"
 BUDGETS = (500, 1000, 2000, 4000)
@@ -163,14 +164,12 @@ def test_bench_plot_draws_from_a_json_file(tmp_path: Path) -> None:
     report_path.write_text(json.dumps(_report()))
     out_path = tmp_path / "charts" / "recall.svg"
     out = io.StringIO()
-    call_command("openfable", "bench-plot", "--json", str(report_path), "--out", str(out_path), stdout=out)
+    call_command(BenchCommand(), "bench-plot", "--json", str(report_path), "--out", str(out_path), stdout=out)
     assert f"Wrote {out_path}" in out.getvalue()
     assert _lines_by_legend(out_path.read_text()) == _lines_by_legend(recall_chart_svg(_report()))
 
-    code, result = run_openfable(
-        "bench-plot", "--json", str(tmp_path / "missing.json"), "--out", str(out_path)
-    )
+    code, result = run_bench("bench-plot", "--json", str(tmp_path / "missing.json"), "--out", str(out_path))
     assert code == 1 and "no such file" in result["error"]
     report_path.write_text("[1, 2]")
-    code, result = run_openfable("bench-plot", "--json", str(report_path), "--out", str(out_path))
+    code, result = run_bench("bench-plot", "--json", str(report_path), "--out", str(out_path))
     assert code == 1 and "expected a JSON object" in result["error"]

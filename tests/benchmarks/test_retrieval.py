@@ -14,10 +14,11 @@ import pytest
 from django.core.management import call_command
 
 from documents.models import Collection
+from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.datasets import BenchQuery
 from fable_benchmarks.plot import recall_chart_svg
 from fable_benchmarks.retrieval import stratified_sample
-from tests.cli import run_openfable
+from tests.benchmarks import run_bench
 
 pytestmark = pytest.mark.django_db
 
@@ -108,9 +109,9 @@ def _write(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _bench(*args: str) -> str:
-    """The table bench-retrieval prints (``run_openfable`` reads JSON; benchmarks print tables)."""
+    """The table bench-retrieval prints (``run_bench`` reads JSON; benchmarks print tables)."""
     out = io.StringIO()
-    call_command("openfable", "bench-retrieval", *args, stdout=out)
+    call_command(BenchCommand(), "bench-retrieval", *args, stdout=out)
     return out.getvalue()
 
 
@@ -184,7 +185,7 @@ def test_bench_retrieval_refuses_bad_input(tmp_path: Path) -> None:
             "broken.jsonl:2: not a JSON line",
         ),
     ):
-        code, result = run_openfable("bench-retrieval", *args)
+        code, result = run_bench("bench-retrieval", *args)
         assert code == 1, args
         assert message in result["error"], (args, result)
     assert not Collection.objects.exists(), "nothing is left behind"

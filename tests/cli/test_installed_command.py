@@ -19,13 +19,13 @@ pytestmark = pytest.mark.slow
 def test_openfable_runs_outside_the_repository(tmp_path: Path) -> None:
     command = Path(sys.executable).with_name("openfable")
     assert command.exists(), "the console script is installed with the project (pip install -e .)"
-    # bench-plot's --help loads every subcommand module, the benchmarks' included.
+    # query's --help loads every subcommand module.
     finished = subprocess.run(
-        [str(command), "bench-plot", "--help"],
+        [str(command), "query", "--help"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=180,
     )
     assert finished.returncode == 0, finished.stderr[-2000:]
-    assert "--json" in finished.stdout and "Traceback" not in finished.stderr
+    assert "--budget" in finished.stdout and "Traceback" not in finished.stderr

@@ -11,29 +11,40 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from importlib import import_module
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 
+from cli import backup as backup_cli
+from cli import corpus as corpus_cli
+from cli import documents as documents_cli
+from cli import retrieval as retrieval_cli
 from openfable.errors import ServiceUnavailableError, UserInputError
 
-# Modules exposing `register(subparsers)`; each parser sets `handler=callable(options)` that
-# returns a dict (printed as one JSON object) or the text of a table. Named, not imported, so
-# the benchmarks (the layer above every surface) can plug their commands in from above.
-SUBCOMMAND_MODULES = ["cli.documents", "cli.corpus", "cli.retrieval", "cli.backup", "fable_benchmarks.cli"]
+# Each `register(subparsers)` adds parsers that set `handler=callable(options)`, returning a dict
+# (printed as one JSON object) or the text of a table. The benchmarks are not here: they are a
+# developer's tool with dependencies of their own (dev extras), and extend this command from
+# above (`python -m fable_benchmarks`, fable_benchmarks/__main__.py), so the product runs without them.
+Registrar = Callable[[Any], None]
+SUBCOMMANDS: tuple[Registrar, ...] = (
+    documents_cli.register,
+    corpus_cli.register,
+    retrieval_cli.register,
+    backup_cli.register,
+)
 
 
 class Command(BaseCommand):
-    help = "OpenFable's JSON command line: indexing, agent ingestion steps, re-embedding, queries and benchmarks."
+    help = "OpenFable's JSON command line: indexing, agent ingestion steps, re-embedding, queries, backups."
     requires_system_checks: list[str] = []  # a wrong setting is reported by the handler, as JSON
+    subcommands: tuple[Registrar, ...] = SUBCOMMANDS
 
     def add_arguments(self, parser: CommandParser) -> None:
         subparsers = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
-        for module_name in SUBCOMMAND_MODULES:
-            import_module(module_name).register(subparsers)
+        for register in self.subcommands:
+            register(subparsers)
 
     def handle(self, *args: Any, **options: Any) -> None:
         handler: Callable[[dict[str, Any]], dict[str, Any] | str] = options.pop("handler")
