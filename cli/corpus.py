@@ -1,4 +1,4 @@
-"""`openfable list | get | tree | jobs | delete | health`: the corpus from the command line.
+"""`openfable list | get | tree | jobs | sweep | delete | health`: the corpus from the command line.
 
 The same reads and writes as the REST API (selectors and services, as a trusted caller that
 sees every collection); one JSON object on stdout.
@@ -11,7 +11,7 @@ from typing import Any
 from documents import selectors
 from documents.models import Document, IngestionJob
 from documents.services.documents import document_delete
-from documents.services.jobs import jobs_fail_stalled
+from documents.services.jobs import jobs_sweep
 from openfable.errors import UserInputError
 from openfable.health import health
 
@@ -54,6 +54,13 @@ def register(subparsers: Any) -> None:
     jobs.add_argument("--job", default=None, metavar="JOB_ID")
     jobs.set_defaults(handler=handle_jobs)
 
+    sweep = subparsers.add_parser(
+        "sweep",
+        help="fail the jobs stalled for OPENFABLE_JOB_STALL_SECONDS and send the unsent ones "
+        "(the worker does this every OPENFABLE_JOB_SWEEP_SECONDS; for when none runs)",
+    )
+    sweep.set_defaults(handler=handle_sweep)
+
     delete = subparsers.add_parser("delete", help="delete a document with its tree and jobs")
     delete.add_argument("document_id", metavar="ID")
     delete.set_defaults(handler=handle_delete)
@@ -65,7 +72,6 @@ def register(subparsers: Any) -> None:
 def handle_list(options: dict[str, Any]) -> dict[str, Any]:
     if options["limit"] < 1:
         raise UserInputError("--limit must be 1 or more.")
-    jobs_fail_stalled()
     documents = selectors.document_list(
         user=None,
         collection=options["collection"],
@@ -94,7 +100,6 @@ def handle_tree(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def handle_jobs(options: dict[str, Any]) -> dict[str, Any]:
-    jobs_fail_stalled()
     if options["job"]:
         return _job(selectors.job_get(user=None, pk=options["job"]))
     if not options["document_id"]:
@@ -104,6 +109,11 @@ def handle_jobs(options: dict[str, Any]) -> dict[str, Any]:
         "document_id": document.pk,
         "jobs": [_job(job) for job in document.jobs.order_by("-created", "-id")],
     }
+
+
+def handle_sweep(options: dict[str, Any]) -> dict[str, Any]:
+    swept = jobs_sweep()
+    return {"failed_stalled_jobs": swept.failed, "sent_documents": swept.sent}
 
 
 def handle_delete(options: dict[str, Any]) -> dict[str, Any]:

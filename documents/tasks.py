@@ -17,9 +17,8 @@ from django.db import InterfaceError, OperationalError, close_old_connections
 from documents.services.jobs import (
     job_fail_unfinished,
     job_run_now,
-    jobs_fail_stalled,
     jobs_requeue_orphans,
-    jobs_requeue_unsent,
+    jobs_sweep,
 )
 from documents.services.reembed import nodes_embed_stale
 from openfable.celery import app
@@ -113,8 +112,7 @@ def _sweep_jobs() -> None:
     """Jobs that nothing would ever finish: never sent to the broker (sent now), or running with no
     sign of life for OPENFABLE_JOB_STALL_SECONDS (failed, with a retry offered)."""
     try:
-        jobs_requeue_unsent()
-        jobs_fail_stalled()
+        jobs_sweep()
     except DATABASE_ERRORS as error:
         logger.warning("the job sweep could not reach the database (%s); it runs again shortly", error)
     finally:

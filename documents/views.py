@@ -31,7 +31,6 @@ from documents.services.documents import (
     document_reindex,
     job_retry,
 )
-from documents.services.jobs import jobs_fail_stalled
 from documents.services.review import document_review
 from documents.services.sharing import invitation_accept, invitation_decline
 from documents.services.summaries import node_summary_regenerate
@@ -125,7 +124,6 @@ def _upload_message(*, added: int, known: int) -> str:
 
 
 def _corpus_context(request: HtmxHttpRequest, *, collections: Any, form: UploadForm) -> dict[str, Any]:
-    jobs_fail_stalled()  # a job whose worker died shows as failed, with a retry, not "indexing" forever
     params = request.GET
     filters = {
         "collection": params.get("collection", ""),
@@ -196,7 +194,6 @@ def document_reindex_view(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 def _row_document(request: HtmxHttpRequest, pk: int) -> Document:
-    jobs_fail_stalled()
     document = selectors.with_latest_job(selectors.document_list(user=request.user)).filter(pk=pk).first()
     if document is None:
         raise NotFoundError(f"There is no document {pk}. Use the id of a document you can see.")

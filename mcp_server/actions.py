@@ -30,7 +30,7 @@ from documents.services.agent import (
     tree_outline,
 )
 from documents.services.documents import document_create, document_delete
-from documents.services.jobs import job_wait, jobs_fail_stalled
+from documents.services.jobs import job_wait
 from mcp_server.render import (
     collection_entry,
     document_meta,
@@ -202,7 +202,6 @@ def query(
 
 
 def job_status(*, user: Any, job_id: int) -> dict[str, Any]:
-    jobs_fail_stalled()
     return job_entry(selectors.job_get(user=user, pk=job_id))
 
 

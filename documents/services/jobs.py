@@ -360,8 +360,8 @@ def jobs_fail_stalled() -> int:
 
     A worker killed mid-job (out of memory, SIGKILL, a lost machine) cannot say so, and with the
     filesystem broker its message is gone: without this the document would show "indexing"
-    forever. Its previous tree is untouched and keeps serving; the failure offers a retry. Cheap
-    (one indexed read), so every page and endpoint that shows jobs calls it first.
+    forever. Its previous tree is untouched and keeps serving; the failure offers a retry. A write,
+    so no read calls it: the worker's sweep does (``jobs_sweep``).
     """
     cutoff = timezone.now() - timedelta(seconds=settings.JOB_STALL_SECONDS)
     stalled = list(IngestionJob.objects.filter(status=IngestionJob.Status.RUNNING, heartbeat__lt=cutoff))
@@ -379,6 +379,22 @@ def jobs_fail_stalled() -> int:
             logger.warning("job %s of document %s stalled; marked it failed", job.pk, job.document_id)
             failed += 1
     return failed
+
+
+@dataclass(frozen=True)
+class JobsSwept:
+    sent: list[int]  # documents whose job had never reached the broker, sent now
+    failed: int  # running jobs with no sign of life for OPENFABLE_JOB_STALL_SECONDS, failed now
+
+
+def jobs_sweep() -> JobsSwept:
+    """The jobs nothing would ever finish: the unsent ones sent, the stalled ones failed.
+
+    Run by the worker at start and every OPENFABLE_JOB_SWEEP_SECONDS (``documents.tasks``, under
+    ``make run`` and docker-compose alike), and by `openfable sweep` for a person without a
+    worker. Never by a page or an endpoint that shows jobs: a read writes nothing.
+    """
+    return JobsSwept(sent=jobs_requeue_unsent(), failed=jobs_fail_stalled())
 
 
 def jobs_requeue_orphans(*, hostname: str, alive: Callable[[int], bool]) -> list[int]:

@@ -1,12 +1,12 @@
-"""`openfable list | get | tree | jobs | delete | health`: the same reads and writes as the API."""
+"""`openfable list | get | tree | jobs | sweep | delete | health`: the same reads and writes as the API."""
 
 from __future__ import annotations
 
 import pytest
 
-from documents.models import Document
+from documents.models import Document, IngestionJob
 from documents.services.documents import document_create
-from documents.services.jobs import job_run_now
+from documents.services.jobs import job_claim, job_run_now
 from tests.cli import run_openfable
 from tests.factories import CollectionFactory
 
@@ -66,3 +66,23 @@ def test_health_names_the_part_that_failed() -> None:
     checks = answer["details"]["checks"]
     assert checks["database"]["ok"] and checks["pgvector"]["ok"] and checks["embeddings"]["ok"]
     assert not checks["worker"]["ok"]
+
+
+def test_sweep_fails_a_stalled_job_which_reads_leave_alone() -> None:
+    """Without a worker (whose timer sweeps), a person fails the stalled jobs with `openfable sweep`."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
+    job = job_claim(document_id=document.pk)
+    assert job is not None
+    IngestionJob.objects.filter(pk=job.pk).update(heartbeat=timezone.now() - timedelta(hours=1))
+    status, listed = run_openfable("jobs", str(document.pk))
+    assert status == 0 and listed["jobs"][0]["status"] == "running", "a read writes nothing"
+
+    status, swept = run_openfable("sweep")
+    assert status == 0 and swept == {"failed_stalled_jobs": 1, "sent_documents": []}
+    job.refresh_from_db()
+    assert job.status == IngestionJob.Status.FAILED and "The worker stopped while indexing" in job.error
+    assert run_openfable("sweep")[1]["failed_stalled_jobs"] == 0, "once"

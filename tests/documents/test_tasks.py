@@ -119,16 +119,23 @@ def test_a_document_deleted_while_it_is_indexed_is_a_quiet_no_op(
     assert any("deleted while it was being indexed" in record.getMessage() for record in caplog.records)
 
 
-def test_a_job_whose_worker_died_is_failed_with_a_retry_not_left_indexing(settings: object) -> None:
+def test_a_job_whose_worker_died_is_failed_by_the_sweep_with_a_retry_not_left_indexing() -> None:
     """A worker killed mid-job cannot report it: the job stops showing progress, and once that has
-    lasted OPENFABLE_JOB_STALL_SECONDS the pages and endpoints that show jobs fail it visibly."""
+    lasted OPENFABLE_JOB_STALL_SECONDS the worker's sweep fails it visibly. The pages, the REST
+    API, MCP and the command line only read: until the sweep they show the job as it is.
+
+    (This test used to rely on the page's GET failing the job; now it calls the sweep.)"""
     from datetime import timedelta
 
     from django.test import Client
     from django.urls import reverse
     from django.utils import timezone
+    from rest_framework.test import APIClient
 
-    from documents.services.jobs import job_claim, job_progress, jobs_fail_stalled
+    from documents.services.jobs import job_claim, job_progress, jobs_fail_stalled, jobs_sweep
+    from mcp_server.actions import job_status
+    from openfable.api_tokens import token_create
+    from tests.cli import run_openfable
     from tests.factories import UserFactory
 
     owner = UserFactory.create()
@@ -143,6 +150,19 @@ def test_a_job_whose_worker_died_is_failed_with_a_retry_not_left_indexing(settin
     IngestionJob.objects.filter(pk=job.pk).update(heartbeat=timezone.now() - timedelta(minutes=16))
     client = Client()
     client.force_login(owner)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=owner, name='tests')[1]}")
+    assert client.get(reverse("documents:home")).status_code == 200
+    assert api.get("/v1/api/documents").status_code == 200
+    assert api.get(f"/v1/api/jobs/{job.pk}").json()["status"] == "running"
+    assert job_status(user=owner, job_id=job.pk)["status"] == "running"
+    assert run_openfable("list")[0] == 0 and run_openfable("jobs", "--job", str(job.pk))[0] == 0
+    job.refresh_from_db()
+    assert job.status == IngestionJob.Status.RUNNING, "a read writes nothing"
+
+    # What the worker's timer runs (tasks._sweep_jobs, which also closes this test's connection;
+    # tests/faults/test_stall_sweep.py runs it in a real worker).
+    assert jobs_sweep().failed == 1
     page = client.get(reverse("documents:home")).content.decode()
     job.refresh_from_db()
     document.refresh_from_db()
