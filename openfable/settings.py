@@ -348,9 +348,15 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Budgeted evidence retrieval over semantic document trees (FABLE).",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema (and /docs over it) needs a sign-in, as every page and endpoint but health does:
+    # a browser session, or a token (`schemathesis --header "Authorization: Bearer of_..."`).
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # Swagger UI from this machine, and nothing else asked of another: no online validator badge
+    # (its default sends the schema's URL to validator.swagger.io). ReDoc is not served: its bundle
+    # always loads a logo from cdn.redoc.ly, with no option to stop it (/redoc leads to /docs).
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept
