@@ -12,7 +12,10 @@ import time
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, F, Func, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Func, IntegerField, JSONField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Left
 
 from documents.models import (
     Collection,
@@ -241,6 +244,52 @@ def document_history(*, document: Document) -> QuerySet[TreeEdit]:
         .defer("before", "after")
         .order_by("-id")
     )
+
+
+# The edited node's row in an edit's before/after list, without the vector a before row may carry:
+# read in the database, so the page never loads the whole lists (large when an edit renumbered).
+_EDITED_ROW = (
+    "(jsonb_path_query_first({table}.{column}, '$[*] ? (@.id == $id)',"
+    " jsonb_build_object('id', {table}.arguments -> 'node')) - 'embedding')"
+)
+
+
+def document_history_shown(*, document: Document, limit: int = 20) -> QuerySet[TreeEdit]:
+    """The latest ``limit`` edits as the document page shows them: each with the edited node's
+    rows before and after (``node_before``, ``node_after``), its title and text now
+    (``node_title``, ``node_text``; None once it is gone) and a move's new parent's title."""
+    table = TreeEdit._meta.db_table
+    current = Node.objects.filter(pk=OuterRef("node_id"))
+    return (
+        document_history(document=document)
+        .annotate(
+            node_id=Cast(KeyTextTransform("node", "arguments"), IntegerField()),
+            parent_id=Cast(KeyTextTransform("parent", "arguments"), IntegerField()),
+        )
+        .annotate(
+            node_before=RawSQL(
+                _EDITED_ROW.format(table=table, column="before"), [], output_field=JSONField()
+            ),
+            node_after=RawSQL(_EDITED_ROW.format(table=table, column="after"), [], output_field=JSONField()),
+            node_title=Subquery(current.values("title")[:1]),
+            node_text=Subquery(current.annotate(opening=Left("content", 200)).values("opening")[:1]),
+            parent_title=Subquery(Node.objects.filter(pk=OuterRef("parent_id")).values("title")[:1]),
+        )[:limit]
+    )
+
+
+def excluded_spans(*, document_ids: Any) -> dict[int, list[tuple[int, int]]]:
+    """Each document's excluded text as (start, end) character spans, in text order: what no
+    answer may show, not even as context around a chunk (the partial index on excluded nodes)."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    rows = (
+        Node.objects.filter(document_id__in=document_ids, excluded=True)
+        .order_by("document_id", "start_char")
+        .values_list("document_id", "start_char", "end_char")
+    )
+    for document_id, start, end in rows:
+        spans.setdefault(document_id, []).append((start, end))
+    return spans
 
 
 def node_get(*, user: Any, pk: object) -> Node:

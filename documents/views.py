@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST
 from documents import selectors
 from documents.files import original_response
 from documents.forms import UploadForm
+from documents.history_words import edit_words_of
 from documents.models import Document, IngestionJob
 from documents.page_views import node_page_views, page_image_path
 from documents.services import edits
@@ -219,7 +220,9 @@ def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpRe
         "tree": tree,
         "selected": selected,
         "latest_job": selectors.document_latest_job(document=document),
-        "history": selectors.document_history(document=document)[:20],
+        "history": [
+            (edit, edit_words_of(edit)) for edit in selectors.document_history_shown(document=document)
+        ],
         "review": document_review(document=document)[:50],
         "llm_configured": llm_configured(),
         "parents": [node for node in flat.values() if node["kind"] != "leaf"],

@@ -112,6 +112,18 @@ def _remember(request: HtmxHttpRequest, values: dict[str, Any]) -> None:
     request.session[_SESSION_KEY] = state
 
 
+def _context_bounds(start: int, end: int, length: int, excluded: list[tuple[int, int]]) -> tuple[int, int]:
+    """Where the context shown around the chunk [start, end) begins and ends: CONTEXT_CHARS each
+    side, stopping short of excluded text (a person took it out of every answer; collapsed as …)."""
+    before_start = max(
+        [0, start - CONTEXT_CHARS, *(span_end for _, span_end in excluded if span_end <= start)]
+    )
+    after_end = min(
+        [length, end + CONTEXT_CHARS, *(span_start for span_start, _ in excluded if span_start >= end)]
+    )
+    return min(before_start, start), max(after_end, end)
+
+
 def _result_context(result: RetrievalResult, *, user: Any) -> dict[str, Any]:
     """Chunks grouped by document (document rank, then offset), each inside its document's text."""
     contents = dict(
@@ -119,14 +131,16 @@ def _result_context(result: RetrievalResult, *, user: Any) -> dict[str, Any]:
         .filter(pk__in={chunk.document_id for chunk in result.chunks})
         .values_list("pk", "content")
     )
+    excluded = selectors.excluded_spans(document_ids=list(contents))
     groups: OrderedDict[int, dict[str, Any]] = OrderedDict()
     for chunk in result.chunks:
         text = contents.get(chunk.document_id, "")
         group = groups.setdefault(
             chunk.document_id, {"document_id": chunk.document_id, "title": chunk.document_title, "chunks": []}
         )
-        before_start = max(0, chunk.start_char - CONTEXT_CHARS)
-        after_end = min(len(text), chunk.end_char + CONTEXT_CHARS)
+        before_start, after_end = _context_bounds(
+            chunk.start_char, chunk.end_char, len(text), excluded.get(chunk.document_id, [])
+        )
         group["chunks"].append(
             {
                 "chunk": chunk,

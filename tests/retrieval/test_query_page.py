@@ -126,11 +126,11 @@ def test_the_documents_filter_limits_the_query(owner: Any, guide: Document) -> N
     assert job_run_now(document_id=other.pk) is not None
     client = _client(owner)
     page = client.get(QUERY).content.decode()
-    assert f'<option value="{other.pk}"' in page
+    assert f'type="checkbox" name="documents" value="{other.pk}">' in page
     response = client.get(QUERY, {"query": "erupt", "budget": "2000", "documents": [str(other.pk)]})
     result = response.context["result"]
     assert {chunk.document_id for chunk in result.chunks} == {other.pk}
-    assert f'value="{other.pk}" selected' in response.content.decode()
+    assert f'value="{other.pk}" checked' in response.content.decode()
 
 
 def test_the_page_says_when_the_llm_is_cooling_down(owner: Any, guide: Document, settings: Any) -> None:
