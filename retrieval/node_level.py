@@ -13,14 +13,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 import numpy as np
 from django.conf import settings
 
 from documents.ingestion.tree import LEAF
-from documents.models import Document
+from documents.models import Document, page_finder
 from openfable.llm import LLMClient
 from openfable.tokens import count_tokens, truncate_to_tokens
 from retrieval.expansion import ExpansionWeights, NodeScore, tree_expansion
@@ -80,7 +80,10 @@ def node_level_chunks(
     rows = {
         row.id: row for row in vector_paths.nodes_with_similarity(document_ids=selected, query_vector=vector)
     }
-    contents = dict(Document.objects.filter(pk__in=selected).values_list("pk", "content"))
+    # The texts and page maps in one read: each chunk's pages come with it, no query per chunk.
+    loaded = list(Document.objects.filter(pk__in=selected).values_list("pk", "content", "page_spans"))
+    contents = {pk: content for pk, content, _ in loaded}
+    pages = {pk: page_finder(page_spans) for pk, _, page_spans in loaded}
     run.end_stage("fetch_nodes")
     nodes = {node_id: row.outline_node() for node_id, row in rows.items()}
 
@@ -167,7 +170,7 @@ def node_level_chunks(
         run.notes.append("Nothing fitted the budget whole: the best passage was cut to fit.")
     found_by = {item.key: item.paths for item in node_fused}
     return [
-        _node_chunk(c, rows[c.node.id], texts[c.node.id], expansion, lexical, titles, ranks, found_by)
+        _node_chunk(c, rows[c.node.id], texts[c.node.id], expansion, lexical, titles, ranks, found_by, pages)
         for c in packed.chosen
     ]
 
@@ -234,6 +237,7 @@ def _node_chunk(
     titles: Mapping[int, str],
     ranks: Mapping[int, int],
     found_by: Mapping[int, tuple[str, ...]],
+    pages: Mapping[int, Callable[[int, int], list[int]]],
 ) -> Chunk:
     score = expansion.get(row.id)
     return Chunk(
@@ -258,4 +262,5 @@ def _node_chunk(
         ),
         found_by=found_by[row.id],
         truncated=candidate.truncated,
+        pages=tuple(pages[row.document_id](row.start_char, row.start_char + len(text))),
     )

@@ -139,6 +139,7 @@ class Chunk:
         token_count: int,
         scores: ChunkScores,
         found_by: tuple[str, ...],
+        pages: tuple[int, ...] = (),
     ) -> Chunk:
         """A document returned whole (budget routing chose documents)."""
         return cls(
@@ -154,6 +155,7 @@ class Chunk:
             text=text,
             scores=scores,
             found_by=found_by,
+            pages=pages,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -480,7 +480,7 @@ class _Run:
             routing="documents" if routing == "documents" else "nodes",
             paths=tuple(self.paths[name] for name in PATH_NAMES if name in self.paths),
             documents=hits,
-            chunks=_with_pages(chunks),
+            chunks=tuple(chunks),
             total_tokens=sum(chunk.token_count for chunk in chunks),
             timings_ms=self.timings,
             llm_usage=self.usage,
@@ -588,11 +588,12 @@ class _Run:
     ) -> list[Chunk]:
         if any(info[pk].has_excluded for pk in selected):
             return []  # the whole text would carry excluded parts: the node level packs the rest
-        contents = dict(Document.objects.filter(pk__in=selected).values_list("pk", "content"))
+        loaded = Document.objects.filter(pk__in=selected).values_list("pk", "content", "page_spans")
+        contents = {pk: (content, page_spans) for pk, content, page_spans in loaded}
         by_key = {item.key: item for item in fused}
         chunks = []
         for pk in sorted(selected, key=ranks.__getitem__):
-            item, text = by_key[pk], contents[pk]
+            item, (text, page_spans) = by_key[pk], contents[pk]
             chunks.append(
                 Chunk.whole_document(
                     document_id=pk,
@@ -608,6 +609,7 @@ class _Run:
                         llm=item.raw.get(LLM_SELECT),
                     ),
                     found_by=item.paths,
+                    pages=tuple(page_finder(page_spans)(0, len(text))),
                 )
             )
         self.end_stage("documents")
@@ -742,20 +744,3 @@ class _Run:
         now = time.perf_counter()
         self.timings[stage] = round(self.timings.get(stage, 0.0) + (now - self.lap) * 1000, 2)
         self.lap = now
-
-
-def _with_pages(chunks: Sequence[Chunk]) -> tuple[Chunk, ...]:
-    """Each chunk with the pages it lies on, from its document's page map: one query for all."""
-    ids = {chunk.document_id for chunk in chunks}
-    spans = (
-        dict(Document.objects.filter(pk__in=ids).exclude(page_spans=[]).values_list("pk", "page_spans"))
-        if ids
-        else {}
-    )
-    finders = {pk: page_finder(page_spans) for pk, page_spans in spans.items()}
-    return tuple(
-        dataclasses.replace(chunk, pages=tuple(finders[chunk.document_id](chunk.start_char, chunk.end_char)))
-        if chunk.document_id in finders
-        else chunk
-        for chunk in chunks
-    )

@@ -53,6 +53,14 @@ def test_a_pdf_upload_answers_at_once_then_its_nodes_carry_their_pages(
     ).json()
     assert found["chunks"] and all(chunk["pages"] for chunk in found["chunks"])
     assert all(chunk["pages"] for chunk in found["result"]["chunks"])
+    whole = member.post(
+        f"{API}/query",
+        {"query": "When does the buyer pay each invoice?", "token_budget": 4000},
+        format="json",
+    ).json()
+    assert whole["routing"] == "document_level" and [chunk["pages"] for chunk in whole["chunks"]] == [
+        [1, 2, 3]
+    ]
 
     # The original, byte for byte, to the member; a 404 to a stranger.
     original = member.get(shown["original"])
