@@ -510,3 +510,23 @@ def test_a_word_file_named_pdf_is_read_as_word_and_the_mismatch_is_said(
     document = response.json()["document"]
     assert document["format"] == "docx" and fragment in document["format_note"]
     assert job_run_now(document_id=document["id"]).succeeded  # type: ignore[union-attr]
+
+
+@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=5_000, MULTIPART_MAX_BYTES=50_000)
+def test_a_multipart_upload_may_be_larger_than_a_json_body_up_to_its_own_limit(
+    tree: Tree, file_storage: Path
+) -> None:
+    client = _client(tree.owner)
+    notes = ("Tide tables. " * 1_000).encode()  # 13 KB: over the JSON body limit, under the multipart one
+    uploaded = client.post(
+        f"{API}/documents", {"file": SimpleUploadedFile("notes.md", notes)}, format="multipart"
+    )
+    assert uploaded.status_code == 202, uploaded.content[:300]
+    as_json = client.post(f"{API}/documents", {"text": notes.decode() + "!"}, format="json")
+    assert as_json.status_code == 413
+    before = row_counts()
+    too_big = client.post(
+        f"{API}/documents", {"file": SimpleUploadedFile("big.md", b"x" * 60_000)}, format="multipart"
+    )
+    assert too_big.status_code == 413 and "Send fewer or smaller files" in too_big.json()["error"]["message"]
+    assert row_counts() == before
