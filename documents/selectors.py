@@ -292,18 +292,27 @@ def excluded_spans(*, document_ids: Any) -> dict[int, list[tuple[int, int]]]:
     return spans
 
 
-def node_get(*, user: Any, pk: object) -> Node:
+def node_get(*, user: Any, pk: object, document: Document | None = None) -> Node:
+    """The node, if ``user`` may see its document; with ``document``, only a node of that document.
+
+    A surface that names a document and a node (a page or endpoint under the document's address)
+    passes both: the rule that the node belongs to the document lives here, once, not in views.
+    """
     number = as_id(pk)
-    visible = documents_visible(user=user)
+    nodes = Node.objects.filter(document__in=documents_visible(user=user))
+    if document is not None:
+        nodes = nodes.filter(document_id=document.pk)
     node = (
-        Node.objects.select_related("document", "document__collection")
-        .defer("embedding")
-        .filter(pk=number, document__in=visible)
-        .first()
+        nodes.select_related("document", "document__collection").defer("embedding").filter(pk=number).first()
         if number is not None
         else None
     )
     if node is None:
+        if document is not None:
+            raise NotFoundError(
+                f"There is no node {pk!r} in document {document.pk}. Use the id of a node of that "
+                "document (see its tree)."
+            )
         raise NotFoundError(f"There is no node {pk!r}. Use the id of a node of a document you can see.")
     return node
 

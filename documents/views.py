@@ -300,9 +300,7 @@ def document_edit(request: HtmxHttpRequest, pk: int, operation: str) -> HttpResp
         if operation == "undo":
             edits.edit_undo(document=document, user=request.user, expected_version=version)
         else:
-            node = selectors.node_get(user=request.user, pk=node_id)
-            if node.document_id != document.pk:
-                raise NotFoundError("That node is not part of this document.")
+            node = selectors.node_get(user=request.user, pk=node_id, document=document)
             result = _apply(request, operation, node, form, version)
             created = getattr(result, "created", None)
             selected = created[0] if operation == "group" and created else node.pk

@@ -31,7 +31,6 @@ from documents.services.edits import (
     node_split,
     nodes_group,
 )
-from openfable.errors import NotFoundError
 
 
 class VersionSerializer(serializers.Serializer):
@@ -157,10 +156,8 @@ class DocumentGroupView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         fields = _valid(GroupSerializer, request)
         document = selectors.document_get(user=request.user, pk=pk)
-        first = selectors.node_get(user=request.user, pk=fields.pop("first"))
-        last = selectors.node_get(user=request.user, pk=fields.pop("last"))
-        if first.document_id != document.pk or last.document_id != document.pk:
-            raise NotFoundError(f"Those nodes are not part of document {document.pk}.")
+        first = selectors.node_get(user=request.user, pk=fields.pop("first"), document=document)
+        last = selectors.node_get(user=request.user, pk=fields.pop("last"), document=document)
         return _answer(request, nodes_group(first=first, last=last, user=request.user, **fields))
 
 

@@ -10,8 +10,7 @@ from rest_framework.views import APIView
 from api.serializers import NodeSerializer, NodeUpdateSerializer
 from api.views.documents import ERRORS
 from documents import selectors
-from documents.services.edits import node_exclude
-from documents.services.trees import node_update
+from documents.services.edits import node_change
 
 
 class NodeDetailView(APIView):
@@ -28,12 +27,5 @@ class NodeDetailView(APIView):
         node = selectors.node_get(user=request.user, pk=pk)
         data = NodeUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        fields = dict(data.validated_data)
-        excluded = fields.pop("excluded", None)
-        version = fields.pop("expected_version", None)
-        if "title" in fields or "summary" in fields:
-            node_update(node=node, user=request.user, expected_version=version, **fields)
-            version = None  # checked once, by the first edit of this request
-        if excluded is not None:
-            node_exclude(node=node, excluded=excluded, user=request.user, expected_version=version)
+        node_change(node=node, user=request.user, **data.validated_data)
         return Response(NodeSerializer(selectors.node_get(user=request.user, pk=pk)).data)

@@ -39,6 +39,7 @@ from documents.services.trees import (
     corpus_version_bump,
     document_terms_refresh,
     node_texts_clean,
+    node_update,
     queue_embedding,
 )
 from openfable.errors import ConflictError
@@ -166,6 +167,33 @@ def node_exclude(
     operation = TreeEdit.Operation.EXCLUDE if excluded else TreeEdit.Operation.INCLUDE
     saved = edit_session_save(session, operation=operation, arguments={"node": node.pk}, user=user)
     return _finish(session, saved, node_key=node.pk)
+
+
+@transaction.atomic
+def node_change(
+    *,
+    node: Node,
+    user: Any = None,
+    expected_version: int | None = None,
+    excluded: bool | None = None,
+    **texts: str,
+) -> Node:
+    """A node's ``title`` and/or ``summary`` (``texts``) and its exclusion, all or nothing: one PATCH.
+
+    One transaction: a refused exclusion leaves the new title unwritten too. ``expected_version``
+    is checked once, by the first change; the document stays locked from there to the commit,
+    so no other edit can come between the two (each is recorded in the history, and undone, on
+    its own).
+    """
+    unknown = sorted(set(texts) - {"title", "summary"})
+    if unknown:
+        raise NodeEditError(f"A node has no field {unknown[0]!r} to change; use title or summary.")
+    if texts:
+        node_update(node=node, user=user, expected_version=expected_version, **texts)
+        expected_version = None  # checked just now, under the lock held to the commit
+    if excluded is not None:
+        node_exclude(node=node, excluded=excluded, user=user, expected_version=expected_version)
+    return Node.objects.defer("embedding").get(pk=node.pk)
 
 
 @transaction.atomic

@@ -91,3 +91,56 @@ def test_strangers_cannot_edit(people: People, indexed: Document) -> None:
     ]:
         assert stranger.post(url, payload, format="json").status_code == 404, url
     assert stranger.get(f"{API}/documents/{indexed.pk}/history").status_code == 404
+
+
+def test_a_patch_is_all_or_nothing(people: People, indexed: Document) -> None:
+    """A title and an exclusion in one PATCH are one service call in one transaction: a refused
+    exclusion leaves the title unwritten. (Two transactions wrote the title, then refused.)"""
+    client = people.client(people.owner)
+    section = _nodes(indexed, "section")[-1]
+    assert client.patch(f"{API}/nodes/{section.pk}", {"excluded": True}, format="json").status_code == 200
+    leaf = Node.objects.get(
+        document=indexed, kind="leaf", start_char__gte=section.start_char, end_char__lte=section.end_char
+    )
+    version = client.get(f"{API}/documents/{indexed.pk}?meta_only=true").json()["tree_version"]
+    refused = client.patch(
+        f"{API}/nodes/{leaf.pk}",
+        {"title": "A new title", "excluded": False, "expected_version": version},
+        format="json",
+    )
+    assert refused.status_code == 400, refused.json()
+    assert "which is excluded from retrieval" in refused.json()["error"]["message"]
+    assert Node.objects.get(pk=leaf.pk).title == leaf.title, "nothing of the refused PATCH was written"
+    assert client.get(f"{API}/documents/{indexed.pk}?meta_only=true").json()["tree_version"] == version
+
+    both = client.patch(
+        f"{API}/nodes/{section.pk}",
+        {"title": "Eruptions, again", "excluded": False, "expected_version": version},
+        format="json",
+    )
+    assert both.status_code == 200 and both.json()["title"] == "Eruptions, again"
+    assert both.json()["excluded"] is False
+    stale = client.patch(
+        f"{API}/nodes/{section.pk}", {"excluded": True, "expected_version": version}, format="json"
+    )
+    assert stale.status_code == 409, "the version is checked by the service, once"
+
+
+def test_group_refuses_nodes_of_another_document(people: People, indexed: Document) -> None:
+    from documents.services.documents import document_create
+    from documents.services.jobs import job_run_now
+
+    other = document_create(
+        collection=people.collection, content="# Other\n\n## One\n\nA.\n\n## Two\n\nB.\n", queue=False
+    ).document
+    assert job_run_now(document_id=other.pk) is not None
+    foreign = _nodes(other, "section")
+    client = people.client(people.owner)
+    refused = client.post(
+        f"{API}/documents/{indexed.pk}/group",
+        {"first": foreign[0].pk, "last": foreign[-1].pk, "title": "Stolen"},
+        format="json",
+    )
+    assert refused.status_code == 404
+    assert f"in document {indexed.pk}" in refused.json()["error"]["message"]
+    assert not Node.objects.filter(title="Stolen").exists()

@@ -153,6 +153,19 @@ def test_tree_edits_from_the_document_page_with_history_and_undo() -> None:
     stranger = _client_for(UserFactory.create())
     assert stranger.post(reverse("documents:edit", args=[document.pk, "undo"]), {}).status_code == 404
 
+    # A node of another document of the same owner, posted to this document's page: refused with
+    # the selector's message (the rule lives in selectors.node_get, not in the view), nothing written.
+    other = document_create(collection=document.collection, content="Another text.", queue=False).document
+    assert job_run_now(document_id=other.pk) is not None
+    foreign = other.nodes.get(kind="leaf")
+    wrong = client.post(
+        reverse("documents:edit", args=[document.pk, "update"]),
+        {"node": foreign.pk, "title": "Moved in", "summary": ""},
+        follow=True,
+    )
+    assert f"There is no node {foreign.pk!r} in document {document.pk}" in wrong.content.decode()
+    assert other.nodes.get(pk=foreign.pk).title != "Moved in"
+
 
 def test_the_document_page_costs_a_bounded_number_of_queries(django_assert_max_num_queries: Any) -> None:
     """A 500-node tree renders in a handful of queries (one for all the nodes, not one per node)."""
