@@ -59,9 +59,9 @@ def edit_words(
     if operation == "dissolve":
         return EditWords("Dissolved", name, "(its parts moved up a level)", ())
     if operation == "exclude":
-        return EditWords("Excluded", name, "from answers", ())
+        return EditWords("Excluded", name, "from retrieval", ())
     if operation == "include":
-        return EditWords("Included", name, "in answers again", ())
+        return EditWords("Included", name, "in retrieval again", ())
     return EditWords(operation.capitalize(), name, "", changes)
 
 

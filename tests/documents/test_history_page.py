@@ -56,7 +56,7 @@ def test_each_history_entry_names_its_node_and_shows_before_and_after() -> None:
     assert entries[0].startswith("Grouped passages into a new section “Rates” by ada"), entries
     assert entries[1].startswith("Dissolved Notices (its parts moved up a level) by ada"), entries
     assert entries[2].startswith("Moved Payment under “Prices and payment” by ada"), entries
-    assert entries[3].startswith("Excluded Late payment bears interest. from answers by ada"), entries
+    assert entries[3].startswith("Excluded Late payment bears interest. from retrieval by ada"), entries
     assert entries[4].startswith(
         "Changed Prices and payment title: Prices → Prices and payment "
         "summary: What things cost. → What things cost, when paid. by ada"
