@@ -84,6 +84,8 @@ def collection_export(
     Two queries per chunk of documents (the documents, then all their nodes), never one per
     document; the vectors are read only when ``with_vectors``. A node waiting to be re-embedded
     after an edit (``embedding_stale``) is written without its vector, so import computes it.
+    An uploaded file goes as its extracted text with its page map (not the file itself); one
+    whose text was never read (its extraction failed) has nothing to restore and is left out.
     """
     embedder = embedder or get_embedder()
     header = {
@@ -99,8 +101,9 @@ def collection_export(
     nodes = Node.objects.order_by("order").only(*node_fields, *(["embedding"] if with_vectors else []))
     documents = (
         Document.objects.filter(collection=collection)
+        .exclude(content="")
         .order_by("created", "id")
-        .only("id", "content", "content_hash", *_DOCUMENT_FIELDS)
+        .only("id", "content", "content_hash", "format", "page_spans", *_DOCUMENT_FIELDS)
         .prefetch_related(Prefetch("nodes", queryset=nodes))
     )
     document_count = node_count = 0
@@ -127,7 +130,11 @@ def _document_entry(document: Document, *, with_vectors: bool) -> dict[str, Any]
     return {
         **{field: getattr(document, field) for field in _DOCUMENT_FIELDS},
         "content": document.content,
-        "content_hash": document.content_hash,
+        # The text's own hash, which import checks: an uploaded file's document is known by the
+        # hash of the file's bytes, which the export does not carry.
+        "content_hash": hashlib.sha256(document.content.encode("utf-8", "surrogatepass")).hexdigest(),
+        "format": document.format,
+        "page_spans": document.page_spans,
         "nodes": rows,
     }
 
@@ -305,6 +312,7 @@ def _parse(text: str, number: int, *, dimensions: int) -> dict[str, Any]:
         )
     if entry["builder"] not in {"", *Document.Builder.values}:
         raise BackupFileError(f"Line {number}: unknown builder {entry['builder']!r}.")
+    _check_pages(entry, number)
     if entry["nodes"]:
         _check_rows(entry, number, dimensions=dimensions)
     return entry
@@ -399,6 +407,34 @@ def _check_vector(vector: object, *, dimensions: int, where: str) -> None:
         )
 
 
+def _check_pages(entry: dict[str, Any], number: int) -> None:
+    """The format and page map (written since issue 21; older exports have neither): a known
+    format, and pages that partition the text in order."""
+    entry.setdefault("format", Document.Format.TEXT)
+    entry.setdefault("page_spans", [])
+    if entry["format"] not in Document.Format.values:
+        raise BackupFileError(f"Line {number}: unknown format {entry['format']!r}.")
+    spans = entry["page_spans"]
+    expected_start = 0
+    for span in spans if isinstance(spans, list) else [None]:
+        if not (
+            isinstance(span, list)
+            and len(span) == 3
+            and all(type(value) is int for value in span)
+            and span[1] == expected_start
+            and span[1] <= span[2] <= len(entry["content"])
+        ):
+            raise BackupFileError(
+                f"Line {number}: the page map of {entry['title']!r} is not a list of [page, start, end] "
+                "that runs through the text in order; export the collection again."
+            )
+        expected_start = span[2]
+    if spans and expected_start != len(entry["content"]):
+        raise BackupFileError(
+            f"Line {number}: the page map of {entry['title']!r} stops before the text ends."
+        )
+
+
 def _document_import(
     entry: dict[str, Any], *, collection: Collection, embedder: Embedder, carry: bool
 ) -> tuple[int, int, int] | None:
@@ -418,6 +454,12 @@ def _document_import(
     )
     if not created.created:
         return None
+    if entry["format"] != Document.Format.TEXT or entry["page_spans"]:
+        # Its text was read from a file (not exported): the format and pages it was read with.
+        Document.objects.filter(pk=created.document.pk).update(
+            format=entry["format"], page_spans=entry["page_spans"]
+        )
+        created.document.format, created.document.page_spans = entry["format"], entry["page_spans"]
     if not has_tree:
         return 0, 0, 0
     document = created.document

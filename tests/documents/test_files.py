@@ -173,3 +173,41 @@ def test_a_job_reports_the_extracting_stage_page_by_page(
     assert job_run_now(document_id=document.pk).succeeded  # type: ignore[union-attr]
     extracting = [fraction for stage, fraction in reports if stage == "extracting"]
     assert reports[0][0] == "extracting" and extracting == [0.0, 0.33, 0.67, 1.0]
+
+
+def test_an_export_carries_a_files_text_and_pages_and_imports_them(file_storage: Path) -> None:
+    import io
+    import json
+
+    from documents.services import backup
+
+    source = CollectionFactory.create(slug="reports")
+    document = document_create(
+        collection=source, content=files.report_pdf(pages=2), source_filename="report.pdf", queue=False
+    ).document
+    assert job_run_now(document_id=document.pk).succeeded  # type: ignore[union-attr]
+    failed = document_create(
+        collection=source, content=files.encrypted_pdf(), source_filename="secret.pdf", queue=False
+    ).document
+    assert not job_run_now(document_id=failed.pk).succeeded  # type: ignore[union-attr]
+    document.refresh_from_db()
+
+    out = io.StringIO()
+    result = backup.collection_export(collection=source, out=out)
+    assert result.documents == 1, "a file whose text was never read has nothing to export"
+    header, line = out.getvalue().splitlines()
+    entry = json.loads(line)
+    assert entry["format"] == "pdf" and entry["page_spans"] == document.page_spans
+    assert backup._parse(line, 2, dimensions=384)["page_spans"] == document.page_spans
+
+    entry["nodes"] = []  # restored without its tree: stored, queued for indexing from its text
+    restored = backup.collection_import(lines=[header, json.dumps(entry)], slug="restored", name="Restored")
+    copy = Document.objects.get(collection=restored.collection)
+    assert (
+        copy.content == document.content and copy.format == "pdf" and copy.page_spans == document.page_spans
+    )
+    assert not copy.original and copy.pages_of(0, len(copy.content)) == [1, 2]
+
+    entry["page_spans"] = [[1, 0, 5]]
+    with pytest.raises(backup.BackupFileError, match="page map"):
+        backup._parse(json.dumps(entry), 2, dimensions=384)
