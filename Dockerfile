@@ -17,7 +17,9 @@ RUN pip install --no-cache-dir .
 # .dockerignore keeps the host's virtualenv, git history and var/ (embedded database, local secret
 # key, broker queue) out of the image, and the benchmarks (a developer's tool, dev extras).
 COPY . .
-RUN useradd --create-home openfable && mkdir -p /app/var && chown -R openfable /app/var
+# var/files is a volume the web app and the workers share (docker-compose.yml); made here so that a
+# new volume starts owned by the app's user.
+RUN useradd --create-home openfable && mkdir -p /app/var/files && chown -R openfable /app/var
 USER openfable
 EXPOSE 8000
 # The ASGI app: Django and the MCP server (streamable HTTP and SSE) in one process per worker.

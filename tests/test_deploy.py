@@ -37,6 +37,19 @@ def test_docker_compose_config_accepts_the_file() -> None:
     assert "pg_isready" in result.stdout
 
 
+def test_the_web_app_and_the_worker_share_the_uploaded_files() -> None:
+    """The web app stores an upload's original under DATA_DIR/files; the worker reads it there."""
+    import yaml
+
+    result = _config({**os.environ, "OPENFABLE_SECRET_KEY": "s" * 50})
+    services = yaml.safe_load(result.stdout)["services"]
+    for name in ("web", "worker"):
+        volumes = [str(volume) for volume in services[name]["volumes"]]
+        assert any(volume.startswith("files:/app/var/files") for volume in volumes), (name, volumes)
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    assert "OPENFABLE_DATA_DIR=/app/var" in dockerfile and "mkdir -p /app/var/files" in dockerfile
+
+
 def test_docker_compose_refuses_a_missing_secret_key() -> None:
     env = {key: value for key, value in os.environ.items() if key != "OPENFABLE_SECRET_KEY"}
     result = _config(env)
