@@ -172,7 +172,13 @@ def _job_still_ours(job: IngestionJob) -> QuerySet[IngestionJob]:
 
     Its document row is locked before it, as everywhere a job and its document change together
     (``jobs.job_claim``, ``jobs.job_fail``, the sweep), so two writers never wait on each other
-    in opposite orders."""
+    in opposite orders.
+
+    A job never claimed (``started`` empty: a caller that made it with ``queue=False`` and writes
+    the tree itself, as import and the latency benchmark do) is still ours while it is queued
+    and unclaimed; once a worker claims it, the caller's tree is the superseded one."""
+    if job.started is None:
+        return IngestionJob.objects.filter(pk=job.pk, status=IngestionJob.Status.QUEUED, started__isnull=True)
     return IngestionJob.objects.filter(pk=job.pk, status=IngestionJob.Status.RUNNING, started=job.started)
 
 
