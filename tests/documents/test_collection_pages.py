@@ -32,16 +32,23 @@ def test_make_rename_share_and_delete_a_collection() -> None:
     saved = client.post(page, {"name": "Contracts", "members": friend.username})
     assert saved.status_code == 302
     collection.refresh_from_db()
-    assert collection.name == "Contracts" and list(collection.members.all()) == [], "invited, not a member yet"
+    assert collection.name == "Contracts" and list(collection.members.all()) == [], (
+        "invited, not a member yet"
+    )
     assert "Invited, not accepted yet: " + friend.username in client.get(page).content.decode()
     friend_client = _client(friend)
-    assert "1 collection shared with you is waiting" in friend_client.get(reverse("documents:home")).content.decode()
+    assert (
+        "1 collection shared with you is waiting"
+        in friend_client.get(reverse("documents:home")).content.decode()
+    )
     offered = friend_client.get(reverse("documents:collections")).content.decode()
     assert "waiting for your answer" in offered and "Contracts" in offered
     invitation = collection.invitations.get()
     accepted = friend_client.post(reverse("documents:invitation", args=[invitation.pk]), {"accept": "1"})
     assert accepted.status_code == 302 and list(collection.members.all()) == [friend]
-    assert "waiting for your answer" not in friend_client.get(reverse("documents:collections")).content.decode()
+    assert (
+        "waiting for your answer" not in friend_client.get(reverse("documents:collections")).content.decode()
+    )
     DocumentFactory.create(collection=collection)
 
     unconfirmed = client.post(page, {"delete": "wrong"})
