@@ -105,11 +105,6 @@ def tree_expansion(
     }
 
 
-def rank_nodes(nodes: Iterable[OutlineNode], scores: Mapping[int, NodeScore]) -> list[OutlineNode]:
-    """Nodes by total score, best first; ties in document order so runs are reproducible."""
-    return sorted(nodes, key=lambda node: (-scores[node.id].total, node.document_id, node.order, node.id))
-
-
 def _clip(similarity: float) -> float:
     if math.isnan(similarity):
         return 0.0

@@ -93,29 +93,9 @@ def pack(
     )
 
 
-def whole_documents_fit(document_token_counts: Mapping[int, int] | Iterable[int], budget: int) -> bool:
-    """Budget routing: do all these documents, taken whole, fit the budget together?"""
-    counts = (
-        document_token_counts.values()
-        if isinstance(document_token_counts, Mapping)
-        else document_token_counts
-    )
-    return sum(counts) <= budget
-
-
-def pack_documents(
-    document_token_counts: Mapping[int, int], *, budget: int, document_rank: Mapping[int, int]
-) -> list[int]:
-    """Whole documents, best rank first, skipping any that no longer fit; ids in rank order."""
-    ordered = sorted(document_token_counts, key=lambda document_id: _rank_key(document_id, document_rank))
-    chosen: list[int] = []
-    left = budget
-    for document_id in ordered:
-        tokens = document_token_counts[document_id]
-        if tokens <= left:
-            chosen.append(document_id)
-            left -= tokens
-    return chosen
+def whole_documents_fit(token_counts: Iterable[int], budget: int) -> bool:
+    """Budget routing: do these documents (or chunks), taken whole, fit the budget together?"""
+    return sum(token_counts) <= budget
 
 
 def _rank_key(document_id: int, ranks: Mapping[int, int]) -> tuple[int, int, int]:

@@ -52,6 +52,7 @@ from openfable.tokens import count_tokens
 from retrieval import cache
 from retrieval.fusion import Fused, fuse
 from retrieval.node_level import node_level_chunks
+from retrieval.packing import whole_documents_fit
 from retrieval.paths import lexical as lexical_paths
 from retrieval.paths import llm as llm_paths
 from retrieval.paths import vector as vector_paths
@@ -420,7 +421,7 @@ class _Run:
                     f"Not searched, because the query names other documents: {', '.join(left_out)}."
                 )
             selected = named
-        if selected and sum(info[pk].token_count for pk in selected) <= self.budget:
+        if selected and whole_documents_fit((info[pk].token_count for pk in selected), self.budget):
             selected = extend_to_budget(
                 selected, fused, sizes={pk: d.token_count for pk, d in info.items()}, budget=self.budget
             )
@@ -432,7 +433,7 @@ class _Run:
             self.notes.append("llm mode: LLMselect chose no document, so nothing was returned.")
         elif not selected:
             self.notes.append("No document matched: the scope holds no indexed text, or no path found any.")
-        elif sum(info[pk].token_count for pk in selected) <= self.budget:
+        elif whole_documents_fit((info[pk].token_count for pk in selected), self.budget):
             chunks = self._whole_documents(selected, fused, ranks, info)
             routing = "documents" if chunks else "nodes"
         if routing == "nodes" and selected:
@@ -614,7 +615,7 @@ class _Run:
             )
         self.end_stage("documents")
         # Document.token_count was written at upload; the budget is enforced on the text itself.
-        if sum(chunk.token_count for chunk in chunks) > self.budget:
+        if not whole_documents_fit((chunk.token_count for chunk in chunks), self.budget):
             self.notes.append("Stored document sizes were stale: the node level ran instead.")
             return []
         return chunks

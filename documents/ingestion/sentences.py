@@ -94,21 +94,6 @@ def split_sentences(text: str) -> list[SentenceSpan]:
     return spans
 
 
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    return [(span.start, span.end) for span in split_sentences(text)]
-
-
-def paragraph_spans(text: str) -> list[tuple[int, int]]:
-    """Runs of sentences between paragraph boundaries (blank lines, or line ends after a sentence)."""
-    paragraphs: list[tuple[int, int]] = []
-    for span in split_sentences(text):
-        if paragraphs and span.break_before < BREAK_PARAGRAPH:
-            paragraphs[-1] = (paragraphs[-1][0], span.end)
-        else:
-            paragraphs.append((span.start, span.end))
-    return paragraphs
-
-
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:
     while start < end and text[start].isspace():
         start += 1

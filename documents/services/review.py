@@ -159,15 +159,6 @@ def document_review(*, document: Document) -> list[ReviewItem]:
     return score_review(review_nodes(document_review_rows(document=document)))
 
 
-def document_review_count(*, document: Document) -> int:
-    """How many nodes of the document are worth a look (for a badge on the document's own page).
-
-    It is the full review (one query reading every node's vector), so call it for one document
-    at a time, never for each row of a list.
-    """
-    return len(document_review(document=document))
-
-
 def score_review(nodes: Iterable[ReviewNode]) -> list[ReviewItem]:
     """Every node with at least one signal, worst first (ties: document order)."""
     ordered = sorted(nodes, key=lambda node: node.order)

@@ -107,11 +107,6 @@ def name_weights(
     }
 
 
-def tsquery_any(terms: Sequence[str]) -> str:
-    """A tsquery text matching any of ``terms`` (each quoted: terms may hold any character)."""
-    return " | ".join("'" + term.replace("\\", "\\\\").replace("'", "''") + "'" for term in terms)
-
-
 def document_frequencies(frequencies: Mapping[int, Mapping[str, int]]) -> dict[str, int]:
     """How many items of ``frequencies`` (item -> term -> frequency) hold each term."""
     holding: dict[str, int] = defaultdict(int)

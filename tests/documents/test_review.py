@@ -28,7 +28,6 @@ from documents.services.review import (
     ReviewItem,
     ReviewNode,
     document_review,
-    document_review_count,
     score_review,
     title_key,
 )
@@ -400,7 +399,7 @@ def test_a_small_tree_in_the_database_is_reviewed_in_one_query(
         SIMILAR_NEXT: {"\u201cWater the garden soil every morning.\u201d"},
     }
     assert items[0].label == "Gardens."  # an empty summary and a duplicate title: the worst
-    assert document_review_count(document=notes) == len(items) == 5
+    assert len(items) == 5
     rows = document_review_rows(document=notes)
     assert len(rows) == Node.objects.filter(document=notes).count()
     assert rows[-1]["excerpt"].startswith("Harvest the tomatoes")
@@ -419,7 +418,7 @@ def test_fixing_a_summary_and_re_embedding_it_clears_its_flag(notes: Document) -
     assert nodes_embed_stale(node_ids=result.reembedding, embedder=TopicEmbedder()) == 1
     assert not Node.objects.get(pk=volcanoes.pk).embedding_stale
     assert SUMMARY_FAR not in _flags(notes)  # the root's flag went with its child's
-    assert document_review_count(document=notes) == 3
+    assert len(document_review(document=notes)) == 3
 
 
 def test_a_summary_still_wrong_after_re_embedding_keeps_its_flag(notes: Document) -> None:

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retrieval.outline import OutlineNode
-from retrieval.packing import Candidate, pack, pack_documents, whole_documents_fit
+from retrieval.packing import Candidate, pack, whole_documents_fit
 from tests.retrieval.outline_factory import Tree, build, forests, leaf, node
 
 
@@ -171,15 +171,12 @@ def test_per_path_scores_are_carried_along() -> None:
 
 
 def test_whole_documents_fit() -> None:
-    assert whole_documents_fit({1: 400, 2: 600}, 1000)
-    assert not whole_documents_fit({1: 400, 2: 601}, 1000)
+    # The engine's routing rule (retrieval.services): the selected documents go whole when
+    # their stored sizes sum to the budget or less; the node level runs otherwise.
+    assert whole_documents_fit([400, 600], 1000)
+    assert not whole_documents_fit([400, 601], 1000)
+    assert whole_documents_fit(iter([400, 600]), 1000)  # the engine passes a generator
     assert whole_documents_fit([], 100)
-
-
-def test_pack_documents_takes_whole_documents_by_rank() -> None:
-    chosen = pack_documents({1: 500, 2: 800, 3: 300, 4: 100}, budget=1000, document_rank={2: 0, 1: 1, 3: 2})
-
-    assert chosen == [2, 4]  # 1 and 3 no longer fit after 2; unranked 4 comes last and fits
 
 
 @st.composite

@@ -16,8 +16,6 @@ from documents.ingestion.sentences import (
     BREAK_PARAGRAPH,
     BREAK_SENTENCE,
     BREAK_WRAP,
-    paragraph_spans,
-    sentence_spans,
     split_sentences,
 )
 
@@ -27,7 +25,7 @@ DRAGONBALL_DOCS = SHARED_DIR / "datasets" / "dragonball" / "docs_en.jsonl"
 
 
 def _sentences(text: str) -> list[str]:
-    return [text[start:end] for start, end in sentence_spans(text)]
+    return [text[span.start : span.end] for span in split_sentences(text)]
 
 
 def test_splits_at_sentence_ends_and_keeps_abbreviations_whole() -> None:
@@ -91,19 +89,22 @@ def test_long_line_cut_without_punctuation_is_a_wrap() -> None:
     assert split_sentences("Hello there. Next one.")[1].break_before == BREAK_SENTENCE
 
 
-def test_paragraphs_group_sentences_between_paragraph_breaks() -> None:
+def test_paragraphs_start_at_blank_lines_and_line_ends_after_a_sentence() -> None:
+    # The chunker (documents.ingestion.structural) keeps a paragraph's sentences together.
     text = "One. Two.\nThree is here.\n\n  Four,\nfive.  "
-    assert [text[start:end] for start, end in paragraph_spans(text)] == [
-        "One. Two.",
-        "Three is here.",
-        "Four,\nfive.",
+    assert [(text[span.start : span.end], span.break_before) for span in split_sentences(text)] == [
+        ("One.", BREAK_PARAGRAPH),
+        ("Two.", BREAK_SENTENCE),
+        ("Three is here.", BREAK_PARAGRAPH),
+        ("Four,", BREAK_PARAGRAPH),
+        ("five.", BREAK_WRAP),  # after "Four," the line went on mid-sentence
     ]
 
 
 def test_empty_and_blank_text_have_no_sentences() -> None:
     assert split_sentences("") == []
     assert split_sentences(" \n\t\r\n ") == []
-    assert paragraph_spans("   ") == []
+    assert split_sentences("   ") == []
 
 
 @settings(max_examples=200, deadline=None)

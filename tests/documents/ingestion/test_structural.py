@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from documents.ingestion.sentences import sentence_spans
+from documents.ingestion.sentences import split_sentences
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import LEAF, ROOT, SECTION, TreeNode, check_tree
 
@@ -114,7 +114,7 @@ def _assert_sound(root: TreeNode, text: str) -> None:
         chunk = text[leaf.start_char : leaf.end_char].strip()
         tokens = count_tokens(chunk)
         if tokens > MAX_LEAF_TOKENS + HEADING_ALLOWANCE:
-            largest = max(count_tokens(chunk[start:end]) for start, end in sentence_spans(chunk))
+            largest = max(count_tokens(chunk[span.start : span.end]) for span in split_sentences(chunk))
             assert tokens - largest <= HEADING_ALLOWANCE, f"leaf of {tokens} tokens: {chunk[:200]!r}"
 
 
@@ -259,7 +259,7 @@ def test_embed_is_called_with_blocks_that_partition_the_text_and_are_mostly_leav
     # Exact spans, whitespace included, in order: together they are the document, once.
     assert "".join(blocks) == text
     # Paragraphs, not sentences: far fewer texts than sentences.
-    assert len(blocks) < len(sentence_spans(text)) / 2
+    assert len(blocks) < len(split_sentences(text)) / 2
     # Most leaves are exactly one block, so the pipeline can reuse the block's vector.
     leaf_texts = [text[leaf.start_char : leaf.end_char] for leaf in root.leaves()]
     assert sum(leaf in set(blocks) for leaf in leaf_texts) >= 0.6 * len(leaf_texts)
