@@ -409,7 +409,7 @@ def collection_index_ready(collection_id: int, *, max_age_s: float = 0.0) -> boo
     """Whether a query filtered to the collection can use its own HNSW index.
 
     ``max_age_s``: an answer this process saw at most that long ago will do. The query path
-    takes one: the catalog lookup cost 0.5 ms of a 50 ms query, an index comes and goes rarely,
+    takes one: the catalog lookup was a measurable share of a query, an index comes and goes rarely,
     and a stale answer costs only speed, never results (without the index the collection's
     filtered scan falls back to the other strategies). This process's own builds and drops
     forget what was seen (``forget_collection_index_states``).

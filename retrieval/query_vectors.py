@@ -8,10 +8,8 @@ ranks by the query with the named titles' direction partly taken out of its vect
     passage vector = normalise(query vector - PASSAGE_TITLE_SHARE x normalise(sum of title vectors))
 
 This replaced embedding the query's text without the titles as a second text. That cost as much
-as the query itself again (the local model's time grows with the tokens: about 25 ms p50 for a
-CUAD question with its title, 38 ms for both texts) and ranked no better (bench-retrieval, vector
-mode: DragonBall -0.1 / -0.6 / -0.2 / 0 / 0, CUAD -0.9 / +3.7 / -0.3 / +0.4 / +0.4 at
-500 / 1K / 2K / 4K / 8K tokens). A title is embedded once (as a query, like the query it sits
+as the query itself again (the local model's time grows with the tokens) and ranked no better:
+the README's "Latency on real corpora" and "Recall" sections hold the measurements. A title is embedded once (as a query, like the query it sits
 in) and kept in the retrieval cache, keyed by the embedding model and the title's text, so a
 renamed document or a new model never reuses a stale vector.
 """

@@ -83,7 +83,8 @@ SELECTION_RATIO = 0.5  # routed documents: fused score >= this share of the best
 MAX_SELECTED_DOCUMENTS = 10
 LEXICAL_TOP_DOCUMENTS = 20  # the lexical path's best documents that enter fusion
 # The node level ranks by (the query without the titles it names) + this share of the whole query:
-# 0.5 kept CUAD's gain and DragonBall's Summary questions (0: -2.8 points at 500 tokens).
+# 0.5 kept CUAD's gain and DragonBall's Summary questions, which 0 lost (README, "Recall" and
+# "Measured and not kept").
 PASSAGE_QUERY_KEEP = 0.5
 # Query embeddings run here, beside the query's database work (see _Run._start_embedding).
 _EMBEDDING_THREADS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="query-embedding")
@@ -318,7 +319,8 @@ def _document_rows(where: str, params: list[Any], *, order_limit: int | None = N
     """(id, title, token_count, root_id, has_excluded) of the documents ``where`` (a condition on
     those columns) selects; with ``order_limit``, the first that many by id. A document excluded
     from retrieval as a whole has no root here: nothing to search. Plain SQL: this runs on every
-    query, and the ORM's compilation of its subqueries took 0.9 of its 1.2 ms."""
+    query, and the ORM's compilation of its subqueries took most of its time (README, "Latency on
+    real corpora": plain SQL on the hot path)."""
     document_table = connection.ops.quote_name(Document._meta.db_table)
     node_table = connection.ops.quote_name(Node._meta.db_table)
     rows_sql = (
@@ -531,8 +533,8 @@ class _Run:
             if self.term_weights:
                 detail["name_weights"] = {term: round(w, 3) for term, w in sorted(self.term_weights.items())}
         if source_terms:
-            # Measured on DragonBall (60% of its queries open so): +1.2 / +0.7 points at 500 / 1K
-            # tokens, -0.5 at 2K; a weight of 0.5 instead of 0 kept only half of it.
+            # Most of DragonBall's queries open so; the gain and its cost at larger budgets are
+            # the README's vector-source-words row (a weight of 0.5 instead of 0 kept half of it).
             self.term_weights.update(dict.fromkeys(source_terms, 0.0))
             detail["source_terms"] = source_terms
         self.paths[LEXICAL] = PathReport(LEXICAL, ran=True, candidates=len(best), detail=detail)
@@ -668,8 +670,7 @@ class _Run:
         batch; see ``retrieval.query_vectors``). A remote embedder answers in the background
         while the document-level lexical path runs in the database. The local model computes
         now: it already spreads over every core (OpenMP), and sharing them with the lexical path
-        slowed both (bench-latency, 2 cores: p50 33.4 / 50.0 ms in turn against 36.2 / 51.8 ms
-        overlapped, DragonBall / CUAD)."""
+        slowed both on 2 cores (README, "Latency on real corpora": overlap did not pay)."""
         if self.vector is not None:
             return  # the caller's own vector: no text to embed
         if settings.RETRIEVAL_PASSAGE_QUERY:
@@ -726,9 +727,9 @@ class _Run:
         only pulls towards the passages that repeat it. So the node level ranks by the query's
         vector without the named titles' direction (``retrieval.query_vectors``), plus
         ``PASSAGE_QUERY_KEEP`` of the whole query's, and its lexical terms are those of the query
-        without the titles' words (``take_out_titles``). (Measured alternatives: the rest alone lost 2.8
-        points on DragonBall's Summary questions at 500 tokens; ranking only the leaves so, the
-        internal nodes by the whole query, lost 2.6 on CUAD at 4K.)
+        without the titles' words (``take_out_titles``). (Measured alternatives, both worse: the rest
+        alone, and ranking only the leaves so with the internal nodes by the whole query; the
+        README's "Recall" section has the ablations.)
         """
         passage_vector = self.passage_vector
         if passage_vector is None or not any(titles[pk] in self.named_titles for pk in selected):

@@ -151,8 +151,9 @@ def bm25(
 def searchable_documents_sql(document_ids: Sequence[int] | None) -> tuple[str, list[Any]]:
     """SQL (and its parameters) of (id, token_count) of the documents in scope (None: all) that
     a query can search: those holding a root not excluded from retrieval. Read from the index
-    ``node_searchable_root`` alone (11K documents: 1 ms, where fetching each root's wide row took
-    35); plain SQL, as the rest: the ORM's compilation of it took a millisecond."""
+    ``node_searchable_root`` alone, never each root's wide row (an order of magnitude slower on
+    the 11K-document dev corpus); plain SQL, as the rest: the ORM's compilation of it cost as much
+    again (README, "Latency on real corpora")."""
     document_table = connection.ops.quote_name(Document._meta.db_table)
     node_table = connection.ops.quote_name(Node._meta.db_table)
     sql = (
@@ -177,8 +178,8 @@ def document_scores(
     length, and the frequencies of the query's terms, read through the (term, document) index.
     BM25 is summed in the database (``bm25``'s formula, in SQL): a common word's postings never
     leave it. On the 11K-document dev corpus, whose synthetic vocabulary puts every word in two
-    thirds of the documents, a five-word query reads 35K postings: shipping them to Python took
-    the lexical path to 112 ms.
+    thirds of the documents, a five-word query reads tens of thousands of postings, and shipping
+    them to Python made the lexical path the slowest stage (README, "Synthetic corpora").
     """
     if not terms or (document_ids is not None and not document_ids):
         return LexicalScores({}, 0)  # an empty scope (a user who sees no collection) finds nothing
@@ -220,8 +221,8 @@ def node_scores(
     nodes excluded from retrieval (``DocumentTerm`` counts no excluded leaf either) and the roots:
     a root's title is its document's, which the query names to route to it (the document level's
     job); scored here, it out-scored every passage and, as the best score every other is divided
-    by, flattened their differences (CUAD recall at 1K fell from 61.6 to 53.2 when roots took
-    the documents' titles). ``term_weights``: see ``bm25``."""
+    by, flattened their differences (CUAD recall fell by points when roots took the documents'
+    titles; README, "Querying"). ``term_weights``: see ``bm25``."""
     if not terms or not document_ids:
         return LexicalScores({}, 0)
     node_table = connection.ops.quote_name(Node._meta.db_table)

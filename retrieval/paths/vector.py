@@ -46,11 +46,11 @@ from retrieval.outline import OutlineNode
 EF_SEARCH_MIN = 40  # pgvector's default: never search a thinner beam than the stock setting
 EF_SEARCH_MAX = 1000  # pgvector's upper bound for hnsw.ef_search
 # Below this many nodes in the filtered scope, an exact scan is never starved and cheap enough:
-# it grows with the scope (not the corpus), about 3 ms per 1,000 nodes here.
+# it grows with the scope (not the corpus): README, "Latency on real corpora" (the vector stage).
 EXACT_SCAN_MAX_NODES = 20_000
 # A scope this large that is also this share of the corpus tries the index first: a beam of
-# EF_SEARCH_MAX then holds a few hundred of its nodes. Measured on CUAD (7,812 of 23,398 nodes):
-# 10 ms through the index against 24 ms exact. When the beam comes back short anyway (the query's
+# EF_SEARCH_MAX then holds a few hundred of its nodes. Measured on CUAD (a third of the corpus's
+# nodes): through the index in under half the exact scan's time. When the beam comes back short anyway (the query's
 # neighbours lie elsewhere), the exact scan makes up for it, as for any filtered index scan.
 INDEX_FIRST_MIN_NODES = 5_000
 INDEX_FIRST_MIN_SHARE = 0.1
@@ -289,8 +289,8 @@ def nodes_with_similarity(*, document_ids: Sequence[int], query_vector: np.ndarr
     Nodes excluded from retrieval are left out.
 
     The leaf text (``content``) stays in the database: chunk text is sliced from the document.
-    Plain SQL: the ORM's compilation and vector conversion took 0.8 of this call's 3 ms (CUAD,
-    two contracts, 417 nodes), on a query path of 50.
+    Plain SQL: the ORM's compilation and vector conversion took a quarter of this call's time
+    (README, "Latency on real corpora": plain SQL on the hot path).
     """
     table = connection.ops.quote_name(Node._meta.db_table)
     with connection.cursor() as cursor:
