@@ -7,13 +7,12 @@ OpenAI-compatible server, with Django settings pointing the LLM client at it.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from openfable.llm import import_litellm
+from openfable.llm import LLMClient, import_litellm
 from openfable.tokens import count_tokens
 from retrieval.paths.llm import (
     NAVIGATE_SCHEMA,
@@ -367,7 +366,11 @@ def test_an_llm_server_down_cools_queries_down_then_they_try_again(
     settings.LLM_MAX_RETRIES = 2
     settings.LLM_RETRY_BASE_DELAY = 0.01
     settings.LLM_BREAKER_THRESHOLD = 3
-    settings.LLM_COOLDOWN_SECONDS = 2.0
+    settings.LLM_COOLDOWN_SECONDS = 60.0
+    # The cool-down runs on a moved clock (the endpoint's breaker, shared by every query's client):
+    # a short real one could end while a busy machine runs the queries that must not call the LLM.
+    now = [1000.0]
+    LLMClient.from_settings(respect_cooldown=True).endpoint.breaker.clock = lambda: now[0]
     if outage == "connection-refused":
         server.stop()  # nothing listens on that port any more
     try:
@@ -393,7 +396,7 @@ def test_an_llm_server_down_cools_queries_down_then_they_try_again(
         again = retrieve(query="volcano question 0", token_budget=100)
         assert not again.cached, "an answer given while cooling down is not kept"
 
-        time.sleep(2.1)
+        now[0] += 60
         trial = retrieve(query=MONITORING_QUERY, token_budget=100)
         select = trial.path(LLM_SELECT)
         assert select is not None and select.ran and select.failed, "tried again after the cool-down"
@@ -403,7 +406,7 @@ def test_an_llm_server_down_cools_queries_down_then_they_try_again(
 
         if outage == "http-500":
             server.chat_default = _scores_for(corpus)  # the server is back
-            time.sleep(2.1)
+            now[0] += 60
             back = retrieve(query="volcano question 10", token_budget=100)
             assert back.paths_run == [VECTOR, LEXICAL, LLM_SELECT, LLM_NAVIGATE, TREE_EXPANSION]
             assert len(server.chat_requests) == asked + 1 + 2
