@@ -238,22 +238,26 @@ def test_many_calls_run_concurrently(scripted_openai: ScriptedOpenAIServer) -> N
     scripted_openai.script_chat({"titles": ["warm-up"]})
     ask(client, [{"role": "user", "content": "warm up"}])  # litellm's first call pays one-off setup
 
-    def slow_echo(request: dict[str, Any]) -> Any:
-        return delay(0.6, {"titles": [request["messages"][0]["content"]]})
+    # Each answer waits until all four requests are being answered at once: calls one after
+    # another would break the barrier (and fail the calls) instead of racing a timer that a busy
+    # machine could overrun. The timeout only guards against a hang.
+    all_four = threading.Barrier(4, timeout=30)
 
-    scripted_openai.script_chat(*[slow_echo] * 4)
+    def together(request: dict[str, Any]) -> Any:
+        all_four.wait()
+        return {"titles": [request["messages"][0]["content"]]}
+
+    scripted_openai.script_chat(*[together] * 4)
     requests = [
         LLMRequest([{"role": "user", "content": f"part {i}"}], SCHEMA, "titles", f"part {i}")
         for i in range(4)
     ]
-    started = time.monotonic()
     results = client.complete_json_many(requests)
-    elapsed = time.monotonic() - started
 
     assert [r.data for r in results if isinstance(r, LLMResult)] == [
         {"titles": [f"part {i}"]} for i in range(4)
     ]
-    assert elapsed < 1.5, f"4 calls of 0.6 s took {elapsed:.2f} s: not concurrent"
+    assert not all_four.broken
 
 
 def test_concurrency_is_bounded(scripted_openai: ScriptedOpenAIServer) -> None:
@@ -261,23 +265,32 @@ def test_concurrency_is_bounded(scripted_openai: ScriptedOpenAIServer) -> None:
     peak = 0
     lock = threading.Lock()
 
+    two_at_once = threading.Event()
+
     def counting(request: dict[str, Any]) -> Any:
         nonlocal in_flight, peak
         with lock:
             in_flight += 1
             peak = max(peak, in_flight)
+            if in_flight == 2:
+                two_at_once.set()
+        # The first waits for a second to arrive (a busy machine may send it late), and each
+        # stays a while so that a third, which the bound forbids, would be seen.
+        two_at_once.wait(30)
         time.sleep(0.3)
         with lock:
             in_flight -= 1
         return {"titles": [request["messages"][0]["content"]]}
 
-    scripted_openai.script_chat(*[counting] * 6)
     client = make_client(scripted_openai, max_concurrency=2)
+    scripted_openai.script_chat({"titles": ["warm-up"]})
+    ask(client, [{"role": "user", "content": "warm up"}])  # the format probe goes alone
+    scripted_openai.script_chat(*[counting] * 6)
     requests = [
         LLMRequest([{"role": "user", "content": f"q{i}"}], SCHEMA, "titles", "bounded") for i in range(6)
     ]
     results = client.complete_json_many(requests)
-    assert all(isinstance(r, LLMResult) for r in results)
+    assert all(isinstance(r, LLMResult) for r in results), results
     assert peak == 2
 
 
