@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -103,12 +102,12 @@ def test_remote_bad_request_is_not_retried(scripted_openai: ScriptedOpenAIServer
 
 def test_remote_timeout_is_retried_then_fails_clearly(scripted_openai: ScriptedOpenAIServer) -> None:
     scripted_openai.script_embeddings(delay(2.0), delay(2.0))
-    started = time.monotonic()
+    # The timeouts, not a timer a busy machine could overrun, are the proof: a client that waited
+    # the 2 s would have had its answer.
     with pytest.raises(EmbeddingError, match="failed 2 attempts in a row") as caught:
         remote(scripted_openai, timeout=0.3, max_retries=1).embed_passages(["a"])
     assert "no answer within 0.3 s (timeout)" in str(caught.value)
     assert "raise OPENFABLE_EMBEDDING_TIMEOUT" in str(caught.value)
-    assert time.monotonic() - started < 1.5
     assert len(scripted_openai.embedding_requests) == 2
 
 

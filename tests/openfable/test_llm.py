@@ -180,19 +180,20 @@ def test_timeouts_are_retried_then_fail_clearly(scripted_openai: ScriptedOpenAIS
     slow = delay(2.0, {"titles": ["too late"]})
     scripted_openai.script_chat(slow, slow)
     client = make_client(scripted_openai, timeout_s=0.3, max_retries=1)
-    started = time.monotonic()
     with pytest.raises(LLMUnavailableError) as caught:
         ask(client)
-    elapsed = time.monotonic() - started
+    # Had the client waited for the server's answer it would have succeeded ("too late"): the
+    # error is the proof, no timer (which a busy machine could overrun) needed.
     assert "timeout" in str(caught.value)
     assert "0.3 s" in str(caught.value)
     assert len(scripted_openai.chat_requests) == 2
-    assert elapsed < 1.5  # two 0.3 s timeouts plus backoff, not the server's 2 s delay
 
 
 def test_timeout_then_success(scripted_openai: ScriptedOpenAIServer) -> None:
-    scripted_openai.script_chat(delay(2.0, {"titles": ["late"]}), {"titles": ["on time"]})
-    result = ask(make_client(scripted_openai, timeout_s=0.3))
+    # A timeout a busy machine's prompt answer stays well within (0.3 s did not always), and a
+    # delay far past it.
+    scripted_openai.script_chat(delay(30.0, {"titles": ["late"]}), {"titles": ["on time"]})
+    result = ask(make_client(scripted_openai, timeout_s=2.0))
     assert result.data == {"titles": ["on time"]}
 
 
