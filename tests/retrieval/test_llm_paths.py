@@ -337,11 +337,11 @@ def test_bipath_against_a_llama_cpp_server_runs_the_llm_paths_with_one_refused_r
         assert result.documents[0].document_id == corpus.volcanoes.id
         assert any(LLM_NAVIGATE in chunk.found_by for chunk in result.chunks)
     assert first.llm_usage.calls == second.llm_usage.calls == 2
-    # One json_schema request, refused once and never retried; json_object from then on.
+    # One json_schema request, refused once and never retried; json_object from then on. (It was
+    # 5 attempts with backoff, ~6 s per step: the request count shows it, where a time bound
+    # would also fail on a busy machine.)
     assert _formats(server) == ["json_schema"] + ["json_object"] * 4
     assert all('JSON Schema "' in body["messages"][0]["content"] for body in server.chat_requests[1:])
-    assert _llm_ms(first) < 1000, first.timings_ms  # it was 5 attempts with backoff: ~6 s per step
-    assert _llm_ms(second) < 1000, second.timings_ms
 
 
 def test_a_rejected_key_is_tried_once_per_query(llm: ScriptedOpenAIServer, corpus: Corpus) -> None:  # noqa: F811
