@@ -1,4 +1,4 @@
-"""Fusing the retrieval paths, and removing ancestor/descendant overlap.
+"""Fusing the retrieval paths (ancestor/descendant overlap is removed by ``packing``).
 
 The same code fuses at both levels: documents (LLMselect + vector) and nodes
 (LLMnavigate + TreeExpansion). Paths score on different scales (an LLM's 0-10, a cosine,
@@ -17,11 +17,9 @@ alone reproduces its own normalised ranking.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, cast, overload
-
-from retrieval.outline import OutlineNode, SpanIndex
+from typing import Any, Protocol
 
 
 class SortableKey(Hashable, Protocol):
@@ -101,32 +99,3 @@ def _fuse_one[K: SortableKey](
         normalised={name: normalised[name][key] for name in found},
         paths=found,
     )
-
-
-@overload
-def remove_overlap(candidates: Iterable[OutlineNode]) -> list[OutlineNode]: ...
-@overload
-def remove_overlap[T](candidates: Iterable[T], *, node_of: Callable[[T], OutlineNode]) -> list[T]: ...
-def remove_overlap(
-    candidates: Iterable[Any], *, node_of: Callable[[Any], OutlineNode] | None = None
-) -> list[Any]:
-    """Ancestor/descendant dedup, in priority order (highest priority first).
-
-    A candidate is dropped when its node contains, or is contained by, the node of a
-    candidate kept before it (same document, intersecting spans), or is the same node.
-    ``node_of`` reads the node from a candidate; without it the candidates are nodes.
-    """
-    read_node = node_of or cast(Callable[[Any], OutlineNode], _identity)
-    kept: list[Any] = []
-    index = SpanIndex()
-    for candidate in candidates:
-        node = read_node(candidate)
-        if index.overlaps(node):
-            continue
-        index.add(node)
-        kept.append(candidate)
-    return kept
-
-
-def _identity(node: OutlineNode) -> OutlineNode:
-    return node

@@ -1,6 +1,6 @@
 """Nodes as the query side sees them: plain, frozen data with no Django in sight.
 
-The retrieval algorithms (``expansion``, ``fusion``, ``packing``) take ``OutlineNode`` values
+The retrieval algorithms (``expansion``, ``packing``) take ``OutlineNode`` values
 built by the service layer from ``documents.Node`` rows plus the query's cosine similarity,
 so they can be tested on hand-built trees without a database.
 

@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.fusion import fuse, normalise, remove_overlap
+from retrieval.fusion import fuse, normalise
 from retrieval.outline import OutlineNode, SpanIndex
-from tests.retrieval.outline_factory import build, leaf, node
 
 
 def test_normalise_maps_min_to_zero_and_max_to_one() -> None:
@@ -89,53 +88,6 @@ def test_fuse_keys_can_be_tuples() -> None:
     fused = fuse({"vector": {(1, 5): 0.4, (1, 2): 0.4}})
 
     assert [item.key for item in fused] == [(1, 2), (1, 5)]
-
-
-def _forest() -> dict[str, OutlineNode]:
-    tree = build(
-        node(
-            "root",
-            0.5,
-            node("sec1", 0.5, leaf("a", 0.5), leaf("b", 0.5)),
-            node("sec2", 0.5, node("sub", 0.5, leaf("c", 0.5), leaf("d", 0.5))),
-        )
-    )
-    # Same spans, another document: never an overlap.
-    other = build(node("root", 0.5, leaf("a", 0.5)), document_id=2, first_id=100)
-    return {**tree.by_name, "other root": other["root"], "other a": other["a"]}
-
-
-def test_remove_overlap_drops_descendants_of_a_kept_node() -> None:
-    n = _forest()
-
-    kept = remove_overlap([n["sec2"], n["c"], n["sub"], n["a"], n["other a"]])
-
-    assert kept == [n["sec2"], n["a"], n["other a"]]
-
-
-def test_remove_overlap_drops_ancestors_of_a_kept_node() -> None:
-    n = _forest()
-
-    kept = remove_overlap([n["c"], n["sub"], n["sec2"], n["root"], n["d"], n["b"], n["sec1"]])
-
-    assert kept == [n["c"], n["d"], n["b"]]
-
-
-def test_remove_overlap_drops_repeats_and_keeps_other_documents() -> None:
-    n = _forest()
-
-    kept = remove_overlap([n["a"], n["a"], n["other root"], n["root"]])
-
-    assert kept == [n["a"], n["other root"]]
-
-
-def test_remove_overlap_reads_nodes_through_node_of() -> None:
-    n = _forest()
-    scored = [(0.9, n["sub"]), (0.8, n["d"]), (0.7, n["b"])]
-
-    kept = remove_overlap(scored, node_of=lambda item: item[1])
-
-    assert kept == [(0.9, n["sub"]), (0.7, n["b"])]
 
 
 _spans = st.tuples(st.integers(0, 40), st.integers(0, 12), st.integers(1, 2))

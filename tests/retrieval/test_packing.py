@@ -85,6 +85,26 @@ def test_an_internal_node_chosen_whole_excludes_descendants_and_ancestors() -> N
     assert result.total_tokens == 80
 
 
+def test_a_repeated_node_is_taken_once_and_other_documents_never_overlap() -> None:
+    t = _tree()
+    # Same spans, another document: never an overlap.
+    other = build(node("root", 0.5, leaf("a", 0.5, tokens=10)), document_id=2, first_id=100)
+    candidates = [
+        _candidate(t["a"], 0.9),
+        _candidate(t["a"], 0.8),
+        _candidate(other["root"], 0.7),
+        _candidate(t["root"], 0.6),
+    ]
+
+    result = pack(candidates, budget=1000, truncate=_never_cut, document_rank={1: 0, 2: 1})
+
+    assert [c.node.id for c in result.chosen] == [t["a"].id, other["root"].id]
+    assert [(s.candidate.node.id, s.reason) for s in result.skipped] == [
+        (t["a"].id, "overlap"),
+        (t["root"].id, "overlap"),
+    ]
+
+
 def test_llm_chosen_candidates_go_first() -> None:
     t = _tree()
     candidates = [_candidate(t["c"], 0.99), _candidate(t["d"], 0.2, from_llm=True), _candidate(t["b"], 0.95)]
