@@ -418,6 +418,12 @@ class IngestionJob(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.QUEUED)
     progress = models.PositiveSmallIntegerField(default=0, help_text="percent")
+    # Within the current stage, for the corpus page's words and its time-left estimate
+    # (documents.progress_words): items done of items in it (0 of 0: a stage that reports only
+    # a fraction), and when the stage began.
+    stage_done = models.PositiveIntegerField(default=0)
+    stage_total = models.PositiveIntegerField(default=0)
+    stage_started = models.DateTimeField(null=True, blank=True)
     builder_requested = models.CharField(max_length=16, blank=True)
     reindex = models.BooleanField(default=False)
     chunk_count = models.PositiveIntegerField(default=0)

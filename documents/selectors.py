@@ -147,15 +147,32 @@ def documents_sorted(documents: QuerySet[Document], sort: str | None) -> QuerySe
 
 
 def with_latest_job(documents: QuerySet[Document]) -> QuerySet[Document]:
-    """Each document with its newest job's id, status, stage, progress and error (one query, no N+1)."""
+    """Each document with its newest job's id, status, stage, progress and error (one query, no N+1).
+
+    With the stage's counts and start for the progress words (``documents.progress_words``), and
+    ``job_ahead``: the unfinished jobs of any owner created before it, its place in the one queue
+    the workers serve (counted inside the same query)."""
     latest = IngestionJob.objects.filter(document=OuterRef("pk")).order_by("-created", "-id")
+    ahead = (
+        IngestionJob.objects.filter(
+            status__in=[IngestionJob.Status.QUEUED, IngestionJob.Status.RUNNING],
+            created__lt=OuterRef("job_created"),
+        )
+        .order_by()
+        .annotate(count=Func(F("pk"), function="COUNT", output_field=IntegerField()))
+        .values("count")
+    )
     return documents.annotate(
         job_id=Subquery(latest.values("pk")[:1]),
         job_status=Subquery(latest.values("status")[:1]),
         job_stage=Subquery(latest.values("stage")[:1]),
         job_progress=Subquery(latest.values("progress")[:1]),
         job_error=Subquery(latest.values("error")[:1]),
-    )
+        job_stage_done=Subquery(latest.values("stage_done")[:1]),
+        job_stage_total=Subquery(latest.values("stage_total")[:1]),
+        job_stage_started=Subquery(latest.values("stage_started")[:1]),
+        job_created=Subquery(latest.values("created")[:1]),
+    ).annotate(job_ahead=Subquery(ahead))
 
 
 # Tags the corpus page offers in its filter: the most used ones (any other can still be typed in

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.http import FileResponse, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from documents import selectors
@@ -22,6 +23,7 @@ from documents.forms import UploadForm
 from documents.history_words import edit_words_of
 from documents.models import Document, IngestionJob
 from documents.page_views import node_page_views, page_image_path
+from documents.progress_words import progress_words
 from documents.services import edits
 from documents.services.documents import (
     collection_create,
@@ -143,6 +145,7 @@ def _corpus_context(request: HtmxHttpRequest, *, collections: Any, form: UploadF
     page = Paginator(
         selectors.with_latest_job(selectors.documents_sorted(documents, sort)), PAGE_SIZE
     ).get_page(params.get("page"))
+    page.object_list = _with_progress_words(list(page.object_list))
     return {
         "form": form,
         "collections": collections,
@@ -198,7 +201,24 @@ def _row_document(request: HtmxHttpRequest, pk: int) -> Document:
     document = selectors.with_latest_job(selectors.document_list(user=request.user)).filter(pk=pk).first()
     if document is None:
         raise NotFoundError(f"There is no document {pk}. Use the id of a document you can see.")
-    return document
+    return _with_progress_words([document])[0]
+
+
+def _with_progress_words(documents: list[Document]) -> list[Document]:
+    """Each document (from ``selectors.with_latest_job``) with ``progress_words`` for its row."""
+    now = timezone.now()
+    for document in documents:
+        document.progress_words = progress_words(  # type: ignore[attr-defined]
+            status=getattr(document, "job_status", None),
+            stage=getattr(document, "job_stage", None),
+            percent=getattr(document, "job_progress", None),
+            done=getattr(document, "job_stage_done", None),
+            total=getattr(document, "job_stage_total", None),
+            stage_started=getattr(document, "job_stage_started", None),
+            ahead=getattr(document, "job_ahead", None),
+            now=now,
+        )
+    return documents
 
 
 @login_required

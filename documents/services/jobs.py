@@ -30,6 +30,7 @@ from documents.ingestion.pipeline import NodeEdit, NodeRow, apply_edits, edit_ke
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
 from documents.models import Document, IngestionJob, Node
+from documents.progress_words import STAGE_BANDS
 from documents.services.extracting import document_extract, document_needs_extraction
 from documents.services.trees import ExtractedText, JobSuperseded, document_tree_replace
 from openfable.embeddings import (
@@ -44,14 +45,8 @@ from openfable.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
 
-# Share of the progress bar given to each stage.
-_PROGRESS = {
-    "extracting": (0, 20),  # an uploaded file's pages read (documents.services.extracting)
-    "chunking": (20, 35),
-    "building_tree": (35, 55),
-    "embedding": (55, 95),
-    "saving": (95, 99),
-}
+# Share of the progress bar given to each stage (the corpus page reads a stage's share back).
+_PROGRESS = STAGE_BANDS
 # Texts per progress update while embedding: 16 texts of a leaf or a summary take 2-3 s on two
 # cores (128 took 15 s and more).
 _EMBED_GROUP = 16
@@ -63,8 +58,14 @@ _last_written: dict[int, float] = {}
 _SAVE_HEARTBEAT_SECONDS = 2.0
 
 
-def job_progress(job: IngestionJob, stage: str, fraction: float = 0.0) -> None:
+def job_progress(
+    job: IngestionJob, stage: str, fraction: float = 0.0, *, done: int = 0, total: int = 0
+) -> None:
     """Record the stage and its progress, and the heartbeat the stalled-job sweep reads.
+
+    ``done`` of ``total``: the stage's items (pages read, passages embedded) when it counts
+    them; a new stage also records when it began (the corpus page's time left is measured
+    from it).
 
     Stops the run (``JobSuperseded``) when the job is no longer this runner's: the sweep failed
     it, or another runner claimed it since (its ``started`` moved); ``Document.DoesNotExist``
@@ -75,13 +76,17 @@ def job_progress(job: IngestionJob, stage: str, fraction: float = 0.0) -> None:
     if stage == job.stage and now - _last_written.get(job.pk, 0.0) < _PROGRESS_MIN_SECONDS:
         return
     mine = IngestionJob.objects.filter(pk=job.pk, status=IngestionJob.Status.RUNNING, started=job.started)
-    if not mine.update(stage=stage, progress=percent, heartbeat=timezone.now()):
+    moment = timezone.now()
+    stage_started = job.stage_started if stage == job.stage and job.stage_started else moment
+    fields = {"stage_done": done, "stage_total": total, "stage_started": stage_started}
+    if not mine.update(stage=stage, progress=percent, heartbeat=moment, **fields):
         _last_written.pop(job.pk, None)
         if not IngestionJob.objects.filter(pk=job.pk).exists():
             raise Document.DoesNotExist(f"document {job.document_id} was deleted with its jobs")
         raise JobSuperseded(f"job {job.pk} was failed or claimed again while it ran")
     _last_written[job.pk] = now
     job.stage, job.progress = stage, percent
+    job.stage_done, job.stage_total, job.stage_started = done, total, stage_started
 
 
 def job_claim(*, document_id: int, worker: str = "") -> IngestionJob | None:
@@ -109,7 +114,9 @@ def job_claim(*, document_id: int, worker: str = "") -> IngestionJob | None:
         job.started = job.heartbeat = timezone.now()
         job.error = ""
         job.worker = worker
-        job.save(update_fields=["status", "started", "heartbeat", "error", "worker"])
+        # A run starts its stages afresh (a retried job still shows where the last run stopped).
+        job.stage_started = None
+        job.save(update_fields=["status", "started", "heartbeat", "error", "worker", "stage_started"])
         Document.objects.filter(pk=document_id).update(status=Document.Status.INDEXING)
     return job
 
@@ -208,7 +215,9 @@ def document_index(
         started = time.perf_counter()
         extracted = document_extract(
             document=document,
-            on_progress=lambda done, total: job_progress(job, "extracting", done / max(1, total)),
+            on_progress=lambda done, total: job_progress(
+                job, "extracting", done / max(1, total), done=done, total=total
+            ),
         )
         text = extracted.text
         timings["extract"] = round(time.perf_counter() - started, 3)
@@ -233,7 +242,13 @@ def document_index(
     )
 
     started = time.perf_counter()
-    vectors = _embed_rows(rows, embedder=embedder, on_progress=lambda f: job_progress(job, "embedding", f))
+    vectors = _embed_rows(
+        rows,
+        embedder=embedder,
+        on_progress=lambda done, total: job_progress(
+            job, "embedding", done / max(1, total), done=done, total=total
+        ),
+    )
     timings["embed"] = round(time.perf_counter() - started, 3)
 
     job_progress(job, "saving")
@@ -426,6 +441,9 @@ def jobs_requeue_orphans(*, hostname: str, alive: Callable[[int], bool]) -> list
                 worker="",
                 stage=IngestionJob.Stage.QUEUED,
                 progress=0,
+                stage_done=0,
+                stage_total=0,
+                stage_started=None,
                 heartbeat=None,  # not sent yet (job_send)
             )
             Document.objects.filter(pk=job.document_id).update(status=Document.Status.QUEUED)
@@ -574,14 +592,14 @@ def _current_edits(document: Document) -> dict[str, NodeEdit]:
 
 
 def _embed_rows(
-    rows: list[NodeRow], *, embedder: Embedder, on_progress: Callable[[float], None]
+    rows: list[NodeRow], *, embedder: Embedder, on_progress: Callable[[int, int], None]
 ) -> np.ndarray:
     texts = [row.embed_text for row in rows]
     parts: list[np.ndarray] = []
     for start in range(0, len(texts), _EMBED_GROUP):
-        on_progress(start / max(1, len(texts)))
+        on_progress(start, len(texts))
         parts.append(embedder.embed_passages(texts[start : start + _EMBED_GROUP]))
-    on_progress(1.0)
+    on_progress(len(texts), len(texts))
     vectors = np.vstack(parts) if parts else np.zeros((0, embedder.dimensions), dtype=np.float32)
     return check_vectors(
         vectors, count=len(rows), dimensions=embedder.dimensions, model_name=embedder.model_name

@@ -4,12 +4,14 @@ filters, sorting, pages, delete / re-index / retry, and a bounded number of quer
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client, override_settings
 from django.urls import reverse
+from django.utils import timezone
 
 from documents.models import Document, IngestionJob
 from documents.selectors import TAG_CHOICES_SHOWN
@@ -123,7 +125,7 @@ def test_a_row_polls_while_indexing_and_stops_when_done(signed_in: Client, user:
     )
     row = signed_in.get(reverse("documents:row", args=[document.pk])).content.decode()
     assert "every 1s [document.visibilityState === 'visible']" in row
-    assert 'value="62"' in row and "embedding · 62%" in row
+    assert 'value="62"' in row and "Embedding passages · 18 % of this step" in row
     Document.objects.filter(pk=document.pk).update(status=Document.Status.INDEXED)
     IngestionJob.objects.filter(document=document).update(status=IngestionJob.Status.SUCCEEDED, progress=100)
     done = signed_in.get(reverse("documents:row", args=[document.pk])).content.decode()
@@ -217,3 +219,97 @@ def test_the_tag_filter_offers_the_most_used_tags_and_the_chosen_one(signed_in: 
     offered = re.findall(r'<option value="((?:common|rare-)[^"]*)"( selected)?', page)
     assert len(offered) == TAG_CHOICES_SHOWN + 1, "the most used tags, and the chosen one beside them"
     assert ("common", "") in offered and ("rare-5-48", " selected") in offered
+
+
+def _text(html: str) -> str:
+    """What a person reads: the tags gone, the spaces collapsed."""
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def test_a_queued_row_says_how_many_documents_are_ahead_of_it(signed_in: Client, user: Any) -> None:
+    # The queue is every owner's: one set of workers serves them all. Finished jobs and jobs
+    # created later are not ahead of it.
+    now = timezone.now()
+    jobs = [
+        (IngestionJob.Status.RUNNING, now - timedelta(minutes=5)),
+        (IngestionJob.Status.QUEUED, now - timedelta(minutes=4)),
+        (IngestionJob.Status.SUCCEEDED, now - timedelta(minutes=3)),
+        (IngestionJob.Status.QUEUED, now + timedelta(minutes=1)),
+    ]
+    for status, created in jobs:
+        job = IngestionJobFactory.create(status=status)
+        IngestionJob.objects.filter(pk=job.pk).update(created=created)
+    document = DocumentFactory.create(
+        collection=CollectionFactory.create(owner=user), status=Document.Status.QUEUED
+    )
+    IngestionJobFactory.create(document=document, status=IngestionJob.Status.QUEUED)
+    IngestionJob.objects.filter(document=document).update(created=now - timedelta(minutes=2))
+
+    row = _text(signed_in.get(reverse("documents:row", args=[document.pk])).content.decode())
+    assert "Waiting to start · 2 documents ahead" in row
+    page = _text(signed_in.get(HOME).content.decode())
+    assert "Waiting to start · 2 documents ahead" in page
+    assert "queued queued" not in page.lower() and "queued ·" not in page.lower()
+
+
+def test_a_row_mid_embedding_counts_passages_and_says_the_time_left(signed_in: Client, user: Any) -> None:
+    document = DocumentFactory.create(
+        collection=CollectionFactory.create(owner=user), status=Document.Status.INDEXING
+    )
+    job = IngestionJobFactory.create(
+        document=document,
+        status=IngestionJob.Status.RUNNING,
+        stage="embedding",
+        progress=85,
+        stage_done=120,
+        stage_total=156,
+        stage_started=timezone.now() - timedelta(minutes=10),
+    )
+    row = _text(signed_in.get(reverse("documents:row", args=[document.pk])).content.decode())
+    # 120 passages in 10 minutes: the other 36 take about 3.
+    assert "Embedding 120 of 156 passages · about 3 minutes left" in row
+    assert "ahead" not in row
+
+    # Only a moment into the stage there is no rate yet, and no number is made up.
+    IngestionJob.objects.filter(pk=job.pk).update(stage_done=16, stage_started=timezone.now())
+    row = _text(signed_in.get(reverse("documents:row", args=[document.pk])).content.decode())
+    assert "Embedding 16 of 156 passages" in row and "left" not in row
+
+
+def test_job_progress_records_the_stage_counts_and_when_the_stage_began(user: Any) -> None:
+    from documents.services.jobs import job_claim, job_progress
+
+    document = DocumentFactory.create(collection=CollectionFactory.create(owner=user))
+    IngestionJobFactory.create(document=document)
+    job = job_claim(document_id=document.pk)
+    assert job is not None
+    job_progress(job, "embedding", 0.0, done=0, total=156)
+    began = IngestionJob.objects.get(pk=job.pk).stage_started
+    assert began is not None
+    job_progress(job, "saving")  # a new stage: counts cleared, a new start
+    job_progress(job, "embedding", 120 / 156, done=120, total=156)
+    stored = IngestionJob.objects.get(pk=job.pk)
+    assert (stored.stage, stored.stage_done, stored.stage_total) == ("embedding", 120, 156)
+    assert stored.stage_started is not None and stored.stage_started > began
+
+
+def test_many_indexing_documents_cost_a_bounded_number_of_queries(
+    signed_in: Client, user: Any, django_assert_max_num_queries: Any
+) -> None:
+    collection = CollectionFactory.create(owner=user)
+    for index in range(25):
+        running = index % 2 == 0
+        document = DocumentFactory.create(
+            collection=collection, status=Document.Status.INDEXING if running else Document.Status.QUEUED
+        )
+        IngestionJobFactory.create(
+            document=document,
+            status=IngestionJob.Status.RUNNING if running else IngestionJob.Status.QUEUED,
+            stage="embedding" if running else "queued",
+            stage_done=index,
+            stage_total=100,
+            stage_started=timezone.now() - timedelta(minutes=1),
+        )
+    with django_assert_max_num_queries(12):
+        page = _text(signed_in.get(HOME).content.decode())
+    assert page.count("passages") == 13 and page.count("ahead") + page.count("next in line") == 12

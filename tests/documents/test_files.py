@@ -162,17 +162,21 @@ def test_a_job_reports_the_extracting_stage_page_by_page(
     file_storage: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     document = _upload(files.report_pdf(pages=3), "report.pdf")
-    reports: list[tuple[str, float]] = []
+    reports: list[tuple[str, float, int, int]] = []
     original = jobs.job_progress
 
-    def spy(job: IngestionJob, stage: str, fraction: float = 0.0) -> None:
-        reports.append((stage, round(fraction, 2)))
-        original(job, stage, fraction)
+    def spy(job: IngestionJob, stage: str, fraction: float = 0.0, *, done: int = 0, total: int = 0) -> None:
+        reports.append((stage, round(fraction, 2), done, total))
+        original(job, stage, fraction, done=done, total=total)
 
     monkeypatch.setattr(jobs, "job_progress", spy)
     assert job_run_now(document_id=document.pk).succeeded  # type: ignore[union-attr]
-    extracting = [fraction for stage, fraction in reports if stage == "extracting"]
-    assert reports[0][0] == "extracting" and extracting == [0.0, 0.33, 0.67, 1.0]
+    extracting = [
+        (fraction, done, total) for stage, fraction, done, total in reports if stage == "extracting"
+    ]
+    assert reports[0][0] == "extracting"
+    # Page by page, with the pages counted for the corpus page ("Reading the file: page 2 of 3").
+    assert extracting == [(0.0, 0, 0), (0.33, 1, 3), (0.67, 2, 3), (1.0, 3, 3)]
 
 
 def test_an_export_carries_a_files_text_and_pages_and_imports_them(file_storage: Path) -> None:
