@@ -4,9 +4,6 @@ reads the original from the storage the upload wrote to, and saves the text, pag
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +15,7 @@ from documents.services.documents import document_create
 from openfable.celery import app as celery_app
 from tests.documents.ingestion import document_files as files
 from tests.factories import CollectionFactory
-from tests.faults.processes import wait_for
+from tests.faults.processes import stop_process, wait_for
 from tests.faults.test_worker_killed import _start_worker
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
@@ -68,11 +65,7 @@ def test_a_worker_reads_an_uploaded_pdf_and_indexes_it_with_its_pages(filesystem
             what="the worker to index the PDF",
         )
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
+        stop_process(worker)
     job = IngestionJob.objects.get(document=document)
     log = (filesystem_broker / "worker.log").read_text(errors="replace")
     assert job.status == IngestionJob.Status.SUCCEEDED, f"{job.error}\n{log[-3000:]}"
