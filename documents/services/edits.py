@@ -4,7 +4,7 @@ Each edit is one keyword-only function under ``transaction.atomic`` that
 
 - locks the document, and with ``expected_version`` (the ``Document.tree_version`` the caller
   loaded) refuses with ``ConflictError`` when someone changed the tree since;
-- applies the edit to the tree in memory and checks it there (``edit_tree.EditTree``): the
+- applies the edit to the tree in memory and checks it there (``documents.tree_edits.EditTree``): the
   leaves, read in pre-order, still partition the document text exactly, depth <= 4, kinds
   follow depth. An edit that would break that is refused with a ``NodeEditError`` whose message
   says what to do instead, and nothing is written;

@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from documents.ingestion.tree import LEAF
 from documents.models import Document, Node, TreeEdit
-from documents.services.edit_tree import STATE_FIELDS, EditTree, NodeState, TreeDiff, changed_fields
+from documents.tree_edits import STATE_FIELDS, EditTree, NodeState, TreeDiff, changed_fields
 from openfable.errors import ConflictError, NotFoundError, UserInputError
 from openfable.tokens import count_tokens
 

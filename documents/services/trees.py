@@ -20,8 +20,8 @@ from documents.ingestion.pipeline import NodeRow
 from documents.ingestion.tree import LEAF
 from documents.models import CorpusVersion, Document, IngestionJob, Node, TreeEdit
 from documents.services.collection_indexes import collection_index_ensure
-from documents.services.edit_tree import NodeEditError
 from documents.services.history import edit_session_open, edit_session_save
+from documents.tree_edits import NodeEditError
 from openfable.tokens import count_tokens
 
 NODE_TITLE_MAX_CHARS = 500

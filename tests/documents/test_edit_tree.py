@@ -1,4 +1,4 @@
-"""The in-memory tree every edit is applied to (documents.services.edit_tree): plain data, no database."""
+"""The in-memory tree every edit is applied to (documents.tree_edits): plain data, no database."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from documents.ingestion.pipeline import flatten_tree
 from documents.ingestion.tree import LEAF, SUBSECTION
-from documents.services.edit_tree import EditTree, NodeEditError, NodeState
+from documents.tree_edits import EditTree, NodeEditError, NodeState
 from openfable.errors import ConflictError
 from tests.trees import sec, sec_text, sec_tree
 
