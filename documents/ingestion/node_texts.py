@@ -43,10 +43,10 @@ class Unit(Protocol):
     heading_only: bool
 
 
-class Builder(Protocol):
-    """What ``NodeTexts`` reads of the structural builder (documents.ingestion.structural.Builder):
-    the text, its units and their vectors. A protocol, so this module does not import the builder
-    that imports it."""
+class NodeTextsSource(Protocol):
+    """What ``NodeTexts`` reads of the structural builder
+    (``documents.ingestion.structural.StructuralTreeBuilder``): the text, its units and their
+    vectors. A protocol, so this module does not import the builder that imports it."""
 
     text: str
     vectors: np.ndarray
@@ -103,7 +103,7 @@ _DOCUMENT_KIND = re.compile(
 class NodeTexts:
     """Fills titles and summaries of every internal draft, children before parents."""
 
-    def __init__(self, builder: Builder) -> None:
+    def __init__(self, builder: NodeTextsSource) -> None:
         self.builder = builder
         text = builder.text
         # Each unit once, markup stripped and blanks collapsed: what titles and summaries quote.

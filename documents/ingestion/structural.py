@@ -138,7 +138,7 @@ def build_structural_tree(
     block_starts = _block_starts(units, params)
     block_vectors = _embed_blocks(text, units, block_starts, embed, progress)
     progress("building_tree", 0.0)
-    builder = Builder(text, units, block_starts, block_vectors, params)
+    builder = StructuralTreeBuilder(text, units, block_starts, block_vectors, params)
     document_title = shorten(" \u2014 ".join(heading.title for heading in title_headings), TITLE_CHARS)
     return builder.build(headings, document_title, progress)
 
@@ -472,7 +472,7 @@ def _similarities(vectors: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> n
 # The tree
 
 
-class Builder:
+class StructuralTreeBuilder:
     """Turns units and their vectors into the tree: the headings' outline, leaves cut within it,
     groups where there is no structure; ``NodeTexts`` reads its text, units and vectors."""
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from documents.ingestion.headings import TITLE_CHARS, Heading
 from documents.ingestion.node_texts import NodeTexts, first_line_title
-from documents.ingestion.structural import Builder, Draft, _Params, _Unit
+from documents.ingestion.structural import Draft, StructuralTreeBuilder, _Params, _Unit
 
 
 def fake_embed(texts: Sequence[str]) -> np.ndarray:
@@ -32,7 +32,7 @@ def _builder(
     vectors: Sequence[Sequence[float]] | None = None,
     headings: Mapping[int, Heading] | None = None,
     sep: str = " ",
-) -> Builder:
+) -> StructuralTreeBuilder:
     """One unit, and one block (with its own vector, unit length as an embedder's), per piece."""
     text = ""
     units: list[_Unit] = []
@@ -45,7 +45,9 @@ def _builder(
     else:
         block_vectors = np.asarray(vectors, dtype=np.float32)
         block_vectors /= np.linalg.norm(block_vectors, axis=1, keepdims=True)
-    return Builder(text, units, list(range(len(pieces))), block_vectors, _Params(200, 120, 40, 8))
+    return StructuralTreeBuilder(
+        text, units, list(range(len(pieces))), block_vectors, _Params(200, 120, 40, 8)
+    )
 
 
 def _at(*degrees: float) -> list[list[float]]:
@@ -62,7 +64,7 @@ def _heading(title: str) -> Heading:
     return Heading(0, 1, 50.0, title, family="bold")
 
 
-def _filled(builder: Builder, root: Draft) -> Draft:
+def _filled(builder: StructuralTreeBuilder, root: Draft) -> Draft:
     NodeTexts(builder).fill(root, depth=0)
     return root
 
