@@ -41,7 +41,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count
 
-from documents.ingestion.pipeline import TOC_SEPARATOR, NodeRow, embedding_text
+from documents.ingestion.pipeline import TOC_SEPARATOR, FlatNodeRow, embedding_text
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION
 from documents.models import HNSW_INDEX_NAME, Collection, Document
 from documents.selectors import collection_get, document_list, document_nodes
@@ -120,14 +120,14 @@ def tree_template(size: int) -> list[TemplateNode]:
 
 def synthetic_rows(
     template: list[TemplateNode], *, title: str, leaf_texts: list[str], leaf_tokens: list[int]
-) -> list[NodeRow]:
+) -> list[FlatNodeRow]:
     """One document's node rows, as ``flatten_tree`` would make them from the same tree: leaves
     are the leaf texts joined by blank lines (exact spans), internal nodes get a title, the
     opening of their first leaf as summary, and the tokens of their leaves."""
     starts = [0]
     for text in leaf_texts[:-1]:
         starts.append(starts[-1] + len(text) + 2)
-    rows: list[NodeRow] = []
+    rows: list[FlatNodeRow] = []
     for position, node in enumerate(template):
         parent = rows[node.parent] if node.parent is not None else None
         if node.kind == LEAF:
@@ -144,7 +144,7 @@ def synthetic_rows(
         else:
             toc_path = f"{parent.toc_path}{TOC_SEPARATOR}{name}"
         rows.append(
-            NodeRow(
+            FlatNodeRow(
                 order=position,
                 parent_order=node.parent,
                 kind=node.kind,

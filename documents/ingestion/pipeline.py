@@ -1,6 +1,6 @@
 """From a built tree to the rows that are saved: pure, no Django.
 
-``flatten_tree`` walks a ``TreeNode`` in pre-order and produces ``NodeRow`` objects with
+``flatten_tree`` walks a ``TreeNode`` in pre-order and produces ``FlatNodeRow`` objects with
 everything the database needs (order, ordinal, parent, toc path, exact leaf text, token
 counts) and the text each node is embedded from: internal nodes embed
 "toc path: summary", leaves embed their own text.
@@ -18,7 +18,7 @@ TOC_SEPARATOR = " › "
 
 
 @dataclass
-class NodeRow:
+class FlatNodeRow:
     order: int
     parent_order: int | None
     kind: str
@@ -44,7 +44,7 @@ def flatten_tree(
     count_tokens: Callable[[str], int],
     edited: frozenset[int] = frozenset(),
     excluded: Collection[int] | None = None,
-) -> list[NodeRow]:
+) -> list[FlatNodeRow]:
     """Rows in pre-order; ``edited`` holds ``id()`` of tree nodes that carry a person's edit.
 
     ``excluded`` holds ``id()`` of tree nodes a person excluded from retrieval (by default
@@ -52,9 +52,9 @@ def flatten_tree(
     """
     if excluded is None:
         excluded = edited.excluded if isinstance(edited, AppliedEdits) else frozenset()
-    rows: list[NodeRow] = []
+    rows: list[FlatNodeRow] = []
 
-    def visit(node: TreeNode, depth: int, ordinal: int, parent: NodeRow | None) -> None:
+    def visit(node: TreeNode, depth: int, ordinal: int, parent: FlatNodeRow | None) -> None:
         if parent is None:
             toc_path = document_title or node.title
         elif node.kind == LEAF:
@@ -62,7 +62,7 @@ def flatten_tree(
         else:
             toc_path = f"{parent.toc_path}{TOC_SEPARATOR}{node.title}"
         span_text = text[node.start_char : node.end_char]
-        row = NodeRow(
+        row = FlatNodeRow(
             order=len(rows),
             parent_order=parent.order if parent else None,
             kind=node.kind,

@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from documents.ingestion.pipeline import TOC_SEPARATOR, NodeRow, embedding_text
+from documents.ingestion.pipeline import TOC_SEPARATOR, FlatNodeRow, embedding_text
 from documents.ingestion.tree import KINDS, LEAF, MAX_DEPTH, TreeNode, check_tree
 from documents.models import Collection, Document, Node
 from documents.services.documents import collection_create, document_create, slug_is_reserved
@@ -495,14 +495,14 @@ def _document_import(
     return len(rows), len(rows) - len(missing), len(missing)
 
 
-def _node_rows(entry: dict[str, Any]) -> list[NodeRow]:
+def _node_rows(entry: dict[str, Any]) -> list[FlatNodeRow]:
     content: str = entry["content"]
     rows = []
     for row in entry["nodes"]:
         span = content[row["start_char"] : row["end_char"]]
         leaf_text = span if row["kind"] == LEAF else ""
         rows.append(
-            NodeRow(
+            FlatNodeRow(
                 order=row["order"],
                 parent_order=row["parent_order"],
                 kind=row["kind"],

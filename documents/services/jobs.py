@@ -26,7 +26,7 @@ from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import KombuError
 
-from documents.ingestion.pipeline import NodeEdit, NodeRow, apply_edits, edit_key, flatten_tree
+from documents.ingestion.pipeline import NodeEdit, FlatNodeRow, apply_edits, edit_key, flatten_tree
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
 from documents.models import Document, IngestionJob, Node
@@ -592,7 +592,7 @@ def _current_edits(document: Document) -> dict[str, NodeEdit]:
 
 
 def _embed_rows(
-    rows: list[NodeRow], *, embedder: Embedder, on_progress: Callable[[int, int], None]
+    rows: list[FlatNodeRow], *, embedder: Embedder, on_progress: Callable[[int, int], None]
 ) -> np.ndarray:
     texts = [row.embed_text for row in rows]
     parts: list[np.ndarray] = []

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from documents.ingestion.pipeline import NodeRow
+from documents.ingestion.pipeline import FlatNodeRow
 from documents.ingestion.tree import LEAF
 from documents.models import CorpusVersion, Document, IngestionJob, Node, TreeEdit
 from documents.services.collection_indexes import collection_index_ensure
@@ -69,7 +69,7 @@ def document_terms_refresh(document_ids: list[int]) -> None:
 def document_tree_replace(
     *,
     document: Document,
-    rows: list[NodeRow],
+    rows: list[FlatNodeRow],
     vectors: np.ndarray,
     builder: str,
     embedding_model: str,
