@@ -26,7 +26,7 @@ from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import KombuError
 
-from documents.ingestion.pipeline import NodeEdit, FlatNodeRow, apply_edits, edit_key, flatten_tree
+from documents.ingestion.pipeline import FlatNodeRow, NodeEdit, apply_edits, edit_key, flatten_tree
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
 from documents.models import Document, IngestionJob, Node
