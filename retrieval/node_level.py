@@ -202,7 +202,7 @@ def hybrid_similarity(
     }
 
 
-def partly_excluded(rows: Iterable[vector_paths.NodeRow]) -> set[int]:
+def partly_excluded(rows: Iterable[vector_paths.ScoredNodeRow]) -> set[int]:
     """Internal nodes holding text excluded from retrieval, which must never be returned whole.
 
     ``rows`` are a tree's included nodes (excluded ones never reach the query side), in pre-order:
@@ -223,14 +223,14 @@ def partly_excluded(rows: Iterable[vector_paths.NodeRow]) -> set[int]:
     return partial
 
 
-def _estimated_tokens(row: vector_paths.NodeRow) -> int:
+def _estimated_tokens(row: vector_paths.ScoredNodeRow) -> int:
     # A missing count (0) must not make a node look free: ~4 characters per token until counted.
     return row.token_count or math.ceil((row.end_char - row.start_char) / 4)
 
 
 def _node_chunk(
     candidate: Candidate,
-    row: vector_paths.NodeRow,
+    row: vector_paths.ScoredNodeRow,
     text: str,
     expansion: Mapping[int, NodeScore],
     lexical: Mapping[int, float],

@@ -32,7 +32,7 @@ from documents.models import Node
 from openfable.llm import LLMClient, LLMError, LLMOutputError, LLMUsage
 from openfable.llm_endpoints import with_schema_instruction
 from openfable.tokens import count_chat_tokens, count_tokens, truncate_to_tokens
-from retrieval.paths.vector import NodeRow
+from retrieval.paths.vector import ScoredNodeRow
 
 logger = logging.getLogger(__name__)
 
@@ -440,7 +440,7 @@ def llm_navigate(
     *,
     query: str,
     documents: Sequence[tuple[int, str]],
-    rows: Sequence[NodeRow],
+    rows: Sequence[ScoredNodeRow],
     contents: Mapping[int, str],
     max_tokens: int,
     max_prompt_tokens: int,

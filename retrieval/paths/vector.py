@@ -91,7 +91,7 @@ class DocumentVectorScore:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeRow:
+class ScoredNodeRow:
     """A node of a selected document with its exact similarity to the query."""
 
     id: int
@@ -280,11 +280,11 @@ def document_scores(hits: Sequence[NodeHit]) -> dict[int, DocumentVectorScore]:
     }
 
 
-# NodeRow's fields, in order.
+# ScoredNodeRow's fields, in order.
 _NODE_ROW_COLUMNS = 'id, document_id, parent_id, depth, kind, "order", start_char, end_char, token_count, title, summary, toc_path'
 
 
-def nodes_with_similarity(*, document_ids: Sequence[int], query_vector: np.ndarray) -> list[NodeRow]:
+def nodes_with_similarity(*, document_ids: Sequence[int], query_vector: np.ndarray) -> list[ScoredNodeRow]:
     """Every node of these documents with its exact similarity to the query: one query, no N+1.
     Nodes excluded from retrieval are left out.
 
@@ -299,7 +299,7 @@ def nodes_with_similarity(*, document_ids: Sequence[int], query_vector: np.ndarr
             'WHERE document_id = ANY(%s) AND NOT excluded ORDER BY document_id, "order"',
             [vector_literal(query_vector), list(document_ids)],
         )
-        return [NodeRow(*row) for row in cursor.fetchall()]
+        return [ScoredNodeRow(*row) for row in cursor.fetchall()]
 
 
 def _index_first(in_scope: int) -> bool:

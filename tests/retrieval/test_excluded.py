@@ -11,7 +11,7 @@ from documents.ingestion.tree import LEAF
 from documents.models import Document, Node
 from documents.services.edits import node_exclude
 from retrieval.node_level import partly_excluded
-from retrieval.paths.vector import NodeRow
+from retrieval.paths.vector import ScoredNodeRow
 from retrieval.result import RetrievalResult
 from retrieval.services import retrieve
 from tests.factories import DocumentFactory
@@ -91,8 +91,8 @@ def test_a_document_excluded_at_its_root_is_not_found_at_all(notes: Document) ->
     assert result.chunks == () and not any(hit.document_id == notes.pk for hit in result.documents)
 
 
-def _row(node_id: int, parent: int | None, kind: str, start: int, end: int) -> NodeRow:
-    return NodeRow(node_id, 1, parent, 0, kind, node_id, start, end, 1, "", "", "", 0.0)
+def _row(node_id: int, parent: int | None, kind: str, start: int, end: int) -> ScoredNodeRow:
+    return ScoredNodeRow(node_id, 1, parent, 0, kind, node_id, start, end, 1, "", "", "", 0.0)
 
 
 def test_partly_excluded_finds_every_section_above_missing_text() -> None:
