@@ -78,8 +78,12 @@ class _IngestTask(Task):
             )
 
 
-@shared_task(base=_IngestTask, bind=True, acks_late=True, **_RETRY_OPTIONS)
-def ingest_document(self: Task, document_id: int) -> None:
+# The broker name is the one messages carry (the task's first name): messages queued before an
+# upgrade still find it.
+@shared_task(
+    name="documents.tasks.ingest_document", base=_IngestTask, bind=True, acks_late=True, **_RETRY_OPTIONS
+)
+def run_ingestion_job(self: Task, document_id: int) -> None:
     """Index the document's newest unfinished job. Safe to run twice: the tree is replaced, never appended."""
     try:
         run = job_run_now(document_id=document_id, retryable=TRANSIENT_ERRORS, worker=_worker_name())

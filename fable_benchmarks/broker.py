@@ -121,9 +121,9 @@ def _environment(folder: Path, polling_seconds: float | None) -> dict[str, str]:
 def _queue(environment: dict[str, str], messages: int) -> None:
     script = (
         "import sys\n"
-        "from documents.tasks import ingest_document\n"
+        "from documents.tasks import run_ingestion_job\n"
         "for n in range(int(sys.argv[1])):\n"
-        f"    ingest_document.delay({_FIRST_ID} + n)\n"
+        f"    run_ingestion_job.delay({_FIRST_ID} + n)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", f"import django; django.setup()\n{script}", str(messages)],

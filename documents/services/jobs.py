@@ -463,10 +463,10 @@ def job_send(*, job_id: int, document_id: int) -> None:
     # Imported here, not at the top: documents.tasks imports these services at module level (the
     # worker loads it), so a top-level import back would be a cycle at import time. The import is
     # still a real one, which mypy, ruff and lint-imports see: renaming the task fails them.
-    from documents.tasks import ingest_document
+    from documents.tasks import run_ingestion_job
 
     try:
-        ingest_document.delay(document_id)
+        run_ingestion_job.delay(document_id)
     except (KombuError, OSError):
         logger.exception(
             "document %s: its ingestion could not be queued; the worker's sweep will", document_id

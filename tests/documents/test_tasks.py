@@ -49,7 +49,7 @@ def test_transient_failures_retry_then_fail_the_job_visibly(
     monkeypatch.setattr(jobs, "get_embedder", lambda: broken)
     document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
 
-    tasks.ingest_document.apply(args=[document.pk])
+    tasks.run_ingestion_job.apply(args=[document.pk])
 
     job = IngestionJob.objects.get(document=document)
     assert broken.calls == tasks.MAX_RETRIES + 1, "the first try and three retries"
@@ -60,7 +60,7 @@ def test_transient_failures_retry_then_fail_the_job_visibly(
 
 
 def test_retry_options_are_celerys_own() -> None:
-    task = tasks.ingest_document
+    task = tasks.run_ingestion_job
     assert task.autoretry_for == (EmbeddingError,)
     assert task.retry_backoff and task.retry_jitter and task.max_retries == tasks.MAX_RETRIES
 
@@ -83,17 +83,17 @@ def test_the_database_away_is_waited_for_minutes_not_seconds(
             raise OperationalError("connection to server on socket failed: No such file or directory")
         return real(**kwargs)  # type: ignore[arg-type]
 
-    original_retry = tasks.ingest_document.retry
+    original_retry = tasks.run_ingestion_job.retry
 
     def recorded_retry(*args: object, **kwargs: object) -> object:
         countdowns.append(float(kwargs["countdown"]))  # type: ignore[arg-type]
         return original_retry(*args, **kwargs)
 
     monkeypatch.setattr(tasks, "job_run_now", away_for_a_while)
-    monkeypatch.setattr(tasks.ingest_document, "retry", recorded_retry)
+    monkeypatch.setattr(tasks.run_ingestion_job, "retry", recorded_retry)
     document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
 
-    tasks.ingest_document.apply(args=[document.pk])
+    tasks.run_ingestion_job.apply(args=[document.pk])
 
     assert len(attempts) == 7
     assert IngestionJob.objects.get(document=document).status == IngestionJob.Status.SUCCEEDED
@@ -113,7 +113,7 @@ def test_a_document_deleted_while_it_is_indexed_is_a_quiet_no_op(
 
     monkeypatch.setattr(jobs, "get_embedder", lambda: _Embedder(delete_it))
     with caplog.at_level(logging.INFO):
-        tasks.ingest_document.apply(args=[document.pk])
+        tasks.run_ingestion_job.apply(args=[document.pk])
     assert not Document.objects.exists() and not Node.objects.exists() and not IngestionJob.objects.exists()
     assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
     assert any("deleted while it was being indexed" in record.getMessage() for record in caplog.records)
