@@ -61,6 +61,8 @@ def test_transient_failures_retry_then_fail_the_job_visibly(
 
 def test_retry_options_are_celerys_own() -> None:
     task = tasks.run_ingestion_job
+    # The name messages in the broker carry, kept from before the function was renamed.
+    assert task.name == "documents.tasks.ingest_document"
     assert task.autoretry_for == (EmbeddingError,)
     assert task.retry_backoff and task.retry_jitter and task.max_retries == tasks.MAX_RETRIES
 
