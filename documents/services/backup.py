@@ -28,7 +28,7 @@ from documents.ingestion.pipeline import TOC_SEPARATOR, FlatNodeRow, embedding_t
 from documents.ingestion.tree import KINDS, LEAF, MAX_DEPTH, TreeNode, check_tree
 from documents.models import Collection, Document, Node
 from documents.services.documents import collection_create, document_create, slug_is_reserved
-from documents.services.jobs import check_embedding_dimensions
+from documents.services.jobs import require_embedder_fits_stored_vectors
 from documents.services.trees import NODE_SUMMARY_MAX_CHARS, NODE_TITLE_MAX_CHARS, document_tree_replace
 from openfable.embeddings import Embedder, check_vectors, get_embedder
 from openfable.errors import ConflictError, UserInputError
@@ -170,7 +170,7 @@ def collection_import(
         "model": embedder.model_name,
         "dimensions": int(embedder.dimensions),
     }
-    check_embedding_dimensions(embedder)
+    require_embedder_fits_stored_vectors(embedder)
     first_line: dict[str, int] = {}  # content hash -> the line that brought it
     documents = nodes = carried = computed = 0
     for number, text in numbered:

@@ -201,7 +201,7 @@ def document_index(
     """
     document = job.document
     embedder = embedder or get_embedder()
-    check_embedding_dimensions(embedder)
+    require_embedder_fits_stored_vectors(embedder)
     # The structural builder embeds blocks of the text that are often exactly a leaf's text:
     # those leaves reuse the vectors instead of going through the model again.
     embedder = MemoEmbedder(embedder)
@@ -505,7 +505,7 @@ def job_fail_unfinished(*, document_id: int, error: str) -> None:
         job_fail(job=job, error=error)
 
 
-def check_embedding_dimensions(embedder: Embedder) -> None:
+def require_embedder_fits_stored_vectors(embedder: Embedder) -> None:
     """Refuse before any write when the model's vectors do not fit the stored column."""
     from openfable.checks import stored_embedding_dimensions
 
