@@ -34,7 +34,7 @@ from documents.services.documents import (
     document_update,
     job_retry,
 )
-from documents.services.trees import node_texts_clean, node_update
+from documents.services.nodes import node_texts_clean, node_update
 from openfable.admin_services import SavedByServiceMixin
 from openfable.errors import UserInputError
 

@@ -24,7 +24,7 @@ from documents.history_words import edit_words_of
 from documents.models import Document, IngestionJob
 from documents.page_views import node_page_views, page_image_path
 from documents.progress_words import progress_words
-from documents.services import edits
+from documents.services import nodes
 from documents.services.documents import (
     collection_create,
     collection_delete,
@@ -36,8 +36,6 @@ from documents.services.documents import (
 )
 from documents.services.review import document_review
 from documents.services.sharing import invitation_accept, invitation_decline
-from documents.services.summaries import node_summary_regenerate
-from documents.services.trees import node_update
 from openfable.errors import NotFoundError, PermissionDeniedError, UserInputError
 from openfable.http import HtmxHttpRequest
 from openfable.llm import llm_configured
@@ -318,7 +316,7 @@ def document_edit(request: HtmxHttpRequest, pk: int, operation: str) -> HttpResp
     try:
         version = _version(form.get("tree_version"))
         if operation == "undo":
-            edits.edit_undo(document=document, user=request.user, expected_version=version)
+            nodes.edit_undo(document=document, user=request.user, expected_version=version)
         else:
             node = selectors.node_get(user=request.user, pk=node_id, document=document)
             result = _apply(request, operation, node, form, version)
@@ -350,7 +348,7 @@ _DONE = {
 def _apply(request: HtmxHttpRequest, operation: str, node: Any, form: Any, version: int | None) -> Any:
     user = request.user
     if operation == "update":
-        return node_update(
+        return nodes.node_update(
             node=node,
             title=form.get("title", ""),
             summary=form.get("summary", ""),
@@ -358,9 +356,9 @@ def _apply(request: HtmxHttpRequest, operation: str, node: Any, form: Any, versi
             expected_version=version,
         )
     if operation == "regenerate":
-        return node_summary_regenerate(node=node, user=user, expected_version=version)
+        return nodes.node_summary_regenerate(node=node, user=user, expected_version=version)
     if operation == "split":
-        return edits.node_split(
+        return nodes.node_split(
             node=node,
             position=_number(form.get("position"), "position"),
             snap=form.get("exact") != "on",
@@ -368,16 +366,16 @@ def _apply(request: HtmxHttpRequest, operation: str, node: Any, form: Any, versi
             expected_version=version,
         )
     if operation == "merge":
-        return edits.node_merge(node=node, user=user, expected_version=version)
+        return nodes.node_merge(node=node, user=user, expected_version=version)
     if operation == "move":
         parent = selectors.node_get(user=user, pk=form.get("parent"))
         position = _number(form.get("position"), "position") if form.get("position") else None
-        return edits.node_move(
+        return nodes.node_move(
             node=node, parent=parent, position=position, user=user, expected_version=version
         )
     if operation == "group":
         last = selectors.node_get(user=user, pk=form.get("last"))
-        return edits.nodes_group(
+        return nodes.nodes_group(
             first=node,
             last=last,
             title=form.get("title", ""),
@@ -386,9 +384,9 @@ def _apply(request: HtmxHttpRequest, operation: str, node: Any, form: Any, versi
             expected_version=version,
         )
     if operation == "dissolve":
-        return edits.node_dissolve(node=node, user=user, expected_version=version)
+        return nodes.node_dissolve(node=node, user=user, expected_version=version)
     if operation in ("exclude", "include"):
-        return edits.node_exclude(
+        return nodes.node_exclude(
             node=node, excluded=operation == "exclude", user=user, expected_version=version
         )
     raise NotFoundError(f"There is no tree edit {operation!r}.")

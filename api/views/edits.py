@@ -1,6 +1,6 @@
 """Tree edits: split, merge, move, group, dissolve, exclude, undo, and the document's history.
 
-Each endpoint is one service call (documents.services.edits / trees) with the same validation
+Each endpoint is one service call (documents.services.nodes) with the same validation
 and messages as the web UI. Send ``expected_version`` (the ``tree_version`` you read) to be told
 with a 409 when someone else changed the tree meanwhile; every answer carries the new version.
 """
@@ -22,7 +22,7 @@ from api.serializers import NodeSerializer
 from api.views.documents import ERRORS
 from documents import selectors
 from documents.models import TreeEdit
-from documents.services.edits import (
+from documents.services.nodes import (
     TreeEditResult,
     edit_undo,
     node_dissolve,

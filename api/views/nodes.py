@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from api.serializers import NodeSerializer, NodeUpdateSerializer
 from api.views.documents import ERRORS
 from documents import selectors
-from documents.services.edits import node_change
+from documents.services.nodes import node_change
 
 
 class NodeDetailView(APIView):

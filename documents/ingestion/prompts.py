@@ -185,7 +185,7 @@ def _schema_text(schema: dict[str, Any]) -> str:
     return json.dumps(schema, separators=(",", ":"))
 
 
-# -- one section's summary, regenerated on a person's request (documents.services.summaries) ------
+# -- one section's summary, regenerated on a person's request (documents.services.nodes.summary) ------
 
 # Strict structured output needs every property required and additionalProperties false.
 SUMMARY_JSON_SCHEMA: dict[str, Any] = {

@@ -5,7 +5,7 @@ the tree version the caller edited and loads the nodes into an ``EditTree``; the
 that tree; ``edit_session_save`` settles and validates it, writes the difference in a few
 statements and records a ``TreeEdit``; ``edit_session_undo`` puts back what an edit changed.
 Moving the corpus version, refreshing the lexical index and queueing re-embedding stay with the
-callers (``documents.services.edits``, ``trees.node_update``), in the same transaction.
+callers (``documents.services.nodes``), in the same transaction.
 
 Node ``order`` is unique per document through a deferrable constraint: the write defers it,
 renumbers the nodes in one pass, and checks it again before it returns (``_ORDER_UNIQUE``), so

@@ -1,6 +1,6 @@
 """A document's tree in memory while a person edits it: plain data, no Django, no database.
 
-Every tree edit (``documents.services.edits`` and ``trees.node_update``) loads the document's
+Every tree edit (``documents.services.nodes``) loads the document's
 nodes into an ``EditTree``, changes its shape (split, merge, move, group, dissolve, exclude,
 retitle), lets ``settle`` recompute everything that follows from the shape (depth, kind, ordinal,
 pre-order, spans, toc paths, token counts, which embeddings went stale), checks the result with

@@ -12,8 +12,8 @@ from playwright.sync_api import Page, expect
 
 from documents.models import Document
 from documents.services.documents import document_create
-from documents.services.edits import node_exclude
 from documents.services.jobs import job_run_now
+from documents.services.nodes import node_exclude
 from tests.browser.conftest import WIDTHS, screenshot
 from tests.factories import CollectionFactory, UserFactory
 

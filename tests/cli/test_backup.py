@@ -15,9 +15,8 @@ from documents.ingestion.pipeline import embedding_text
 from documents.models import Collection, Document, DocumentTerm, Node
 from documents.services import backup
 from documents.services.documents import collection_default, document_create
-from documents.services.edits import node_exclude
+from documents.services.nodes import node_exclude, node_update
 from documents.services.reembed import nodes_embed_stale
-from documents.services.trees import node_update
 from openfable.embeddings import Embedder, get_embedder
 from tests.cli import run_openfable
 from tests.factories import CollectionFactory, UserFactory

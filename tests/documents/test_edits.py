@@ -23,17 +23,19 @@ from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION, TreeNode, 
 from documents.models import Document, DocumentTerm, Node, TreeEdit
 from documents.selectors import corpus_version, document_history
 from documents.services.documents import document_reindex
-from documents.services.edits import (
+from documents.services.jobs import job_run_now
+from documents.services.nodes import (
+    NodeEditError,
     edit_undo,
     node_dissolve,
     node_exclude,
     node_merge,
     node_move,
     node_split,
+    node_update,
     nodes_group,
 )
-from documents.services.jobs import job_run_now
-from documents.services.trees import NodeEditError, document_tree_replace, node_update
+from documents.services.trees import document_tree_replace
 from openfable.errors import ConflictError, NotFoundError
 from openfable.tokens import count_tokens
 from tests.factories import DocumentFactory, UserFactory

@@ -10,8 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from documents.history_words import edit_words
-from documents.services.edits import node_dissolve, node_exclude, node_move, nodes_group
-from documents.services.trees import node_update
+from documents.services.nodes import node_dissolve, node_exclude, node_move, node_update, nodes_group
 from tests.factories import CollectionFactory, DocumentFactory, UserFactory
 from tests.trees import sec, sec_text, sec_tree, tree_save
 

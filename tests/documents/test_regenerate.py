@@ -16,15 +16,15 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from documents.ingestion.prompts import DOCUMENT_TAG, summary_messages, summary_outline
 from documents.models import Document, Node, TreeEdit
-from documents.services import summaries
-from documents.services.summaries import (
+from documents.services.nodes import NodeEditError
+from documents.services.nodes import summary as summaries
+from documents.services.nodes.summary import (
     NO_LLM_MESSAGE,
     SUMMARY_MAX_WORDS,
     LLMNotConfiguredError,
     SummaryModelError,
     node_summary_regenerate,
 )
-from documents.services.trees import NodeEditError
 from openfable.errors import ConflictError, UserInputError
 from tests.factories import DocumentFactory, UserFactory
 from tests.fakes.openai_server import ScriptedOpenAIServer, status

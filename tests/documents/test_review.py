@@ -14,6 +14,7 @@ from django.conf import settings
 
 from documents.models import Document, Node
 from documents.selectors import document_review_rows
+from documents.services.nodes import node_update
 from documents.services.reembed import nodes_embed_stale
 from documents.services.review import (
     DUPLICATE_TITLE,
@@ -31,7 +32,6 @@ from documents.services.review import (
     score_review,
     title_key,
 )
-from documents.services.trees import node_update
 from tests.factories import DocumentFactory
 from tests.fakes.openai_server import hash_vector
 from tests.trees import TEST_EMBEDDING_MODEL, sec, sec_text, sec_tree, tree_save

@@ -13,8 +13,8 @@ from documents.models import Document, Node
 from documents.selectors import corpus_version
 from documents.services.documents import document_create, document_reindex
 from documents.services.jobs import job_run_now
+from documents.services.nodes import NodeEditError, node_update
 from documents.services.reembed import nodes_embed_stale
-from documents.services.trees import NodeEditError, node_update
 from openfable.embeddings import get_embedder
 from tests.factories import CollectionFactory
 

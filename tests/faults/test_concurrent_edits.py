@@ -12,8 +12,7 @@ import pytest
 from django.db import connection
 
 from documents.models import Document, Node, TreeEdit
-from documents.services.edits import node_split
-from documents.services.trees import node_update
+from documents.services.nodes import node_split, node_update
 from openfable.errors import ConflictError
 from tests.factories import DocumentFactory
 from tests.trees import sec, sec_text, sec_tree, tree_save

@@ -19,7 +19,7 @@ from django.urls import reverse
 from documents.models import Document, Node
 from documents.services.documents import document_create
 from documents.services.jobs import job_run_now
-from documents.services.trees import node_update
+from documents.services.nodes import node_update
 from tests.mcp_server.conftest import live_url
 from tests.reliability import ESCAPED_SCRIPT, INJECTION, ONE_MEGABYTE_QUERY, SCRIPT, SQL, row_counts
 from tests.reliability.bad_files import BAD_FILES, BadFile, assert_failed_cleanly, stored_files

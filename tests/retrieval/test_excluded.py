@@ -9,7 +9,7 @@ from django.conf import settings
 
 from documents.ingestion.tree import LEAF
 from documents.models import Document, Node
-from documents.services.edits import node_exclude
+from documents.services.nodes import node_exclude
 from retrieval.node_level import partly_excluded
 from retrieval.paths.vector import ScoredNodeRow
 from retrieval.result import RetrievalResult

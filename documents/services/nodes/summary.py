@@ -1,7 +1,7 @@
 """A section's summary written again by the configured LLM, on a person's request.
 
 ``node_summary_regenerate`` asks the model for a new summary of one internal node and saves it
-through ``trees.node_update``, like a person's edit: recorded in the history (undo puts the old
+through ``node_update``, like a person's edit: recorded in the history (undo puts the old
 one back), marked edited (it survives a re-index), re-embedded in the background, versions moved.
 
 What the model reads is bounded by the node, never the corpus: the node's title and toc path,
@@ -23,7 +23,8 @@ from django.db.models.functions import Left, Substr
 from documents.ingestion.prompts import SUMMARY_JSON_SCHEMA, summary_messages, summary_outline
 from documents.ingestion.tree import LEAF
 from documents.models import Document, Node
-from documents.services.trees import NodeEditError, NodeEditResult, node_update
+from documents.services.nodes.texts import NodeEditResult, node_update
+from documents.tree_edits import NodeEditError
 from openfable.errors import ConflictError, NotFoundError, ServiceUnavailableError, UserInputError
 from openfable.llm import (
     LLMClient,

@@ -14,7 +14,7 @@ Each edit is one keyword-only function under ``transaction.atomic`` that
   background after the commit (internal nodes embed "toc path: summary", so a changed title or
   place re-embeds the sections beneath; leaves embed their own text).
 
-Titles, summaries (``trees.node_update``) and exclusions survive a re-index wherever their text
+Titles, summaries (``texts.node_update``) and exclusions survive a re-index wherever their text
 still exists. The structural edits here (split, merge, move, group, dissolve) do not: a re-index
 builds the shape anew, and clears the document's history.
 """
@@ -34,14 +34,9 @@ from documents.services.history import (
     edit_session_save,
     edit_session_undo,
 )
-from documents.services.trees import (
-    NodeEditError,
-    corpus_version_bump,
-    document_terms_refresh,
-    node_texts_clean,
-    node_update,
-    queue_embedding,
-)
+from documents.services.nodes.texts import node_texts_clean, node_update
+from documents.services.trees import corpus_version_bump, document_terms_refresh, queue_embedding
+from documents.tree_edits import NodeEditError
 from openfable.errors import ConflictError
 
 
