@@ -3,12 +3,12 @@
 Pipeline (pure, no Django):
 1. sentences (``sentences.split_sentences``), cut again where a heading starts so every heading
    begins a unit; a unit is the smallest piece a leaf is made of and is never split further
-   (except an absurdly long run-on "sentence", see ``_cut_runaway``);
+   (except an absurdly long run-on "sentence", see ``units._cut_runaway``);
 2. headings (``headings.detect_headings``): markdown, setext, bold lines, "Label:" lines,
    attachments ("EXHIBIT A"), and numbered / ARTICLE / Section clauses, inline or not, kept only
    where the numbers count up; nested by rank into an outline, depth-capped, small ones left as
    text;
-3. blocks: a paragraph that fits in one leaf is one block, a longer one is packed into blocks of
+3. blocks (``units``): a paragraph that fits in one leaf is one block, a longer one is packed into blocks of
    about a leaf's size at sentence ends; one ``embed`` call for all blocks, each embedded from its
    exact span (whitespace included), which is the text a leaf spanning just that block embeds, so
    the pipeline reuses those vectors instead of embedding the text a second time;
@@ -28,41 +28,41 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from documents.ingestion.headings import TITLE_CHARS, Heading, detect_headings, shorten
 from documents.ingestion.node_texts import Draft, NodeTexts, first_line_title
-from documents.ingestion.sentences import (
-    BREAK_LINE,
-    BREAK_PARAGRAPH,
-    BREAK_SENTENCE,
-    BREAK_WRAP,
-    split_sentences,
+from documents.ingestion.segmentation import (
+    AFTER_HEADING_PENALTY,
+    FORCED_CUT,
+    GROUP_BREAK_COST,
+    GROUP_HEADING_BONUS,
+    LEAF_BREAK_COST,
+    TITLED_HEADING_BONUS,
+    UNTITLED_HEADING_BONUS,
+    WEAK_FAMILIES,
+    reach_similarities,
+    segment,
+    window_similarities,
 )
 from documents.ingestion.tree import LEAF, ROOT, TreeNode, kind_for_depth
+from documents.ingestion.units import (
+    CountTokens,
+    Embed,
+    LeafParams,
+    Progress,
+    TextUnit,
+    embed_blocks,
+    find_block_starts,
+    make_units,
+)
 
 __all__ = ["build_structural_tree", "detect_headings"]
 
-Embed = Callable[[Sequence[str]], np.ndarray]
-CountTokens = Callable[[str], int]
-# Told the stage ("chunking", "building_tree") and the share of it done, every few seconds at
-# most apart: the job's heartbeat, so a large document is never taken for a dead worker.
-Progress = Callable[[str, float], None]
-
-# Blocks per embedding call: a progress report between two calls (16 blocks of about a leaf,
-# ~2K tokens, take 2-3 s on two cores; a multiple of the model's batch, so the batches
-# and therefore the vectors are those of one call for all blocks).
-_EMBED_GROUP_BLOCKS = 16
-
 # Deepest internal node (root 0, section 1, subsections 2-3); leaves go one deeper at most.
 _MAX_INTERNAL_DEPTH = 3
-# A run-on "sentence" longer than this many times max_leaf_tokens (tables flattened to one line,
-# text without punctuation) is cut at whitespace; shorter long sentences stay whole in one leaf.
-_RUNAWAY_FACTOR = 4
 # Tokens of neighbouring blocks (at least one) on each side of a block boundary whose mean
 # vectors are compared: about half a leaf.
 _SIMILARITY_REACH_TOKENS = 60
@@ -75,24 +75,6 @@ _INSIDE_BLOCK_SIMILARITY = 1.0
 # datasets 1.5 (instead of 0.4) cut most of the embedding the pipeline adds to the bare embedding
 # of the nodes, with the same retrieval quality (README, `bench-ingest`: the pipeline against bare embedding).
 _WHOLE_BLOCK_BONUS = 1.5
-
-
-@dataclass(frozen=True)
-class _Params:
-    max_leaf_tokens: int
-    target_leaf_tokens: int
-    min_leaf_tokens: int
-    max_leaves_per_group: int
-
-
-@dataclass
-class _Unit:
-    start: int
-    end: int
-    break_before: int
-    tokens: int = 0
-    heading: Heading | None = None  # the heading that starts at this unit
-    heading_only: bool = False  # the unit is nothing but a heading line
 
 
 @dataclass
@@ -130,13 +112,13 @@ def build_structural_tree(
     by group."""
     progress: Progress = on_progress or (lambda stage, fraction: None)
     target = max(1, min(target_leaf_tokens, max_leaf_tokens))
-    params = _Params(max(1, max_leaf_tokens), target, min(min_leaf_tokens, target), max_leaves_per_group)
+    params = LeafParams(max(1, max_leaf_tokens), target, min(min_leaf_tokens, target), max_leaves_per_group)
     title_headings, headings = detect_headings(text)
-    units = _make_units(text, headings, title_headings, count_tokens, params)
+    units = make_units(text, headings, title_headings, count_tokens, params)
     if not units:
         return _empty_tree(text)
-    block_starts = _block_starts(units, params)
-    block_vectors = _embed_blocks(text, units, block_starts, embed, progress)
+    block_starts = find_block_starts(units, params)
+    block_vectors = embed_blocks(text, units, block_starts, embed, progress)
     progress("building_tree", 0.0)
     builder = StructuralTreeBuilder(text, units, block_starts, block_vectors, params)
     document_title = shorten(" \u2014 ".join(heading.title for heading in title_headings), TITLE_CHARS)
@@ -156,319 +138,6 @@ def _empty_tree(text: str) -> TreeNode:
 
 
 # ---------------------------------------------------------------------------------------------
-# Units and embeddings
-
-
-def _make_units(
-    text: str,
-    headings: list[Heading],
-    title_headings: list[Heading],
-    count_tokens: CountTokens,
-    params: _Params,
-) -> list[_Unit]:
-    heading_at = {heading.start: heading for heading in headings}
-    cuts = sorted(heading_at)
-    units: list[_Unit] = []
-    cursor = 0
-    for sentence in split_sentences(text):
-        pieces = [sentence.start]
-        while cursor < len(cuts) and cuts[cursor] < sentence.end:
-            if cuts[cursor] > sentence.start:
-                pieces.append(cuts[cursor])  # an inline heading: "... agree. 4. Confidentiality."
-            cursor += 1
-        pieces.append(sentence.end)
-        for index in range(len(pieces) - 1):
-            start, end = pieces[index], pieces[index + 1]
-            while end > start and text[end - 1].isspace():
-                end -= 1
-            strength = sentence.break_before if index == 0 else BREAK_SENTENCE
-            units.extend(_unit_pieces(text, start, end, strength, count_tokens, params))
-    units = _absorb_junk(text, units, heading_at)
-    title_ends = {heading.start: heading.title_end for heading in title_headings}
-    for unit in units:
-        unit.heading = heading_at.get(unit.start)
-        title_end = unit.heading.title_end if unit.heading is not None else title_ends.get(unit.start)
-        # Nothing but the heading (and a rule under it): it stays with what follows.
-        unit.heading_only = title_end is not None and not re.search(r"\w", text[title_end : unit.end])
-    return units
-
-
-def _absorb_junk(text: str, units: list[_Unit], heading_at: dict[int, Heading]) -> list[_Unit]:
-    """Glue rules ("---") and page numbers to the unit before them (the first ones to the next),
-    so they never make a leaf of their own nor a similarity dip that attracts a cut."""
-    kept: list[_Unit] = []
-    pending: _Unit | None = None
-    for unit in units:
-        piece = text[unit.start : unit.end]
-        junk = unit.start not in heading_at and (
-            not any(char.isalnum() for char in piece)
-            or (len(piece) <= 8 and not any(c.isalpha() for c in piece))
-        )
-        if junk and kept:
-            kept[-1].end, kept[-1].tokens = unit.end, kept[-1].tokens + unit.tokens
-        elif junk:
-            pending = unit if pending is None else _Unit(pending.start, unit.end, pending.break_before)
-        else:
-            if pending is not None:
-                if unit.start in heading_at:  # "---" atop the document: the first heading takes it
-                    heading = heading_at.pop(unit.start)
-                    heading.start = pending.start
-                    heading_at[heading.start] = heading
-                unit.start, unit.tokens = pending.start, unit.tokens + pending.tokens
-            pending = None
-            kept.append(unit)
-    if pending is not None:
-        kept.append(pending)
-    return kept
-
-
-def _unit_pieces(
-    text: str, start: int, end: int, strength: int, count_tokens: CountTokens, params: _Params
-) -> list[_Unit]:
-    tokens = count_tokens(text[start:end])
-    if tokens <= _RUNAWAY_FACTOR * params.max_leaf_tokens:
-        return [_Unit(start, end, strength, tokens)]
-    return _cut_runaway(text, start, end, strength, tokens, count_tokens, params)
-
-
-def _cut_runaway(
-    text: str, start: int, end: int, strength: int, tokens: int, count_tokens: CountTokens, params: _Params
-) -> list[_Unit]:
-    """Cut a run-on "sentence" (a flattened table, text without punctuation) at whitespace.
-
-    It is the one place a leaf may end inside a "sentence": keeping 4x max_leaf_tokens and more
-    in one leaf would blow every budget and the embedding window. Without any whitespace the
-    cut falls between characters, since there is no better place.
-    """
-    pieces = math.ceil(tokens / params.max_leaf_tokens)
-    step = (end - start) / pieces
-    cuts = [start]
-    for index in range(1, pieces):
-        cut = _whitespace_near(text, int(start + index * step), cuts[-1], end)
-        if cut > cuts[-1]:
-            cuts.append(cut)
-    cuts.append(end)
-    units = []
-    for index in range(len(cuts) - 1):
-        piece_start, piece_end = cuts[index], cuts[index + 1]
-        while piece_end > piece_start and text[piece_end - 1].isspace():
-            piece_end -= 1
-        while piece_start < piece_end and text[piece_start].isspace():
-            piece_start += 1
-        if piece_end > piece_start:
-            piece_strength = strength if index == 0 else BREAK_WRAP
-            units.append(
-                _Unit(piece_start, piece_end, piece_strength, count_tokens(text[piece_start:piece_end]))
-            )
-    return units
-
-
-def _whitespace_near(text: str, position: int, low: int, high: int) -> int:
-    """The start of the word at or after the nearest whitespace to ``position``, within bounds."""
-    for distance in range(0, 400):
-        for candidate in (position - distance, position + distance):
-            if low < candidate < high and text[candidate - 1].isspace() and not text[candidate].isspace():
-                return candidate
-    return position
-
-
-def _block_starts(units: list[_Unit], params: _Params) -> list[int]:
-    """First unit of each block: a paragraph that fits in a leaf, a leaf-sized part of a longer
-    one, or a run of short paragraphs (form fields, list items) packed to about a leaf's size,
-    cut where a leaf would be cut if sizes and structure were all that counted."""
-    paragraphs = [0]
-    for index in range(1, len(units)):
-        unit = units[index]
-        if units[index - 1].heading_only:
-            continue  # a heading line stays with what follows it
-        if unit.break_before == BREAK_PARAGRAPH or unit.heading is not None:
-            paragraphs.append(index)
-    bounds = [*paragraphs, len(units)]
-    starts: list[int] = []
-    short: list[tuple[int, int]] = []  # (first unit, tokens) of consecutive paragraphs too short for a leaf
-
-    def pack_short() -> None:
-        pieces = _segment(
-            [size for _, size in short],
-            [_block_break_cost(units[first]) for first, _ in short],
-            target=params.target_leaf_tokens,
-            min_size=params.min_leaf_tokens,
-            max_size=params.max_leaf_tokens,
-        )
-        starts.extend(short[piece][0] for piece in pieces)
-        short.clear()
-
-    for first, last in itertools.pairwise(bounds):
-        size = sum(units[index].tokens + 1 for index in range(first, last))
-        if short and (size >= params.min_leaf_tokens or _forces_cut(units[first])):
-            pack_short()
-        if size < params.min_leaf_tokens:
-            short.append((first, size))
-        elif size <= params.max_leaf_tokens:
-            starts.append(first)
-        else:
-            pieces = _segment(
-                [units[index].tokens + 1 for index in range(first, last)],
-                [_block_break_cost(units[index]) for index in range(first, last)],
-                target=params.target_leaf_tokens,
-                min_size=params.min_leaf_tokens,
-                max_size=params.max_leaf_tokens,
-                free=[units[index].heading_only for index in range(first, last)],
-            )
-            starts += [first + piece for piece in pieces]
-    if short:
-        pack_short()
-    return starts
-
-
-def _forces_cut(unit: _Unit) -> bool:
-    """A titled heading of a strong family: a leaf always starts there."""
-    heading = unit.heading
-    return heading is not None and bool(heading.title) and heading.family not in _WEAK_FAMILIES
-
-
-def _block_break_cost(unit: _Unit) -> float:
-    """What a cut before ``unit`` costs when blocks are cut (no similarity yet)."""
-    cost = _LEAF_BREAK_COST[unit.break_before]
-    if unit.heading is not None:
-        cost -= _TITLED_HEADING_BONUS if unit.heading.title else _UNTITLED_HEADING_BONUS
-    return cost
-
-
-def _block_spans(text: str, units: list[_Unit], block_starts: list[int]) -> list[tuple[int, int]]:
-    """Character span of each block, cut the way leaves are: from its first unit to the next
-    block's first unit (the first from 0, the last to the end)."""
-    starts = [0 if first == 0 else units[first].start for first in block_starts]
-    return list(zip(starts, [*starts[1:], len(text)], strict=True))
-
-
-def _embed_blocks(
-    text: str, units: list[_Unit], block_starts: list[int], embed: Embed, progress: Progress
-) -> np.ndarray:
-    texts = [text[start:end] for start, end in _block_spans(text, units, block_starts)]
-    parts = []
-    for first in range(0, len(texts), _EMBED_GROUP_BLOCKS):
-        progress("chunking", first / len(texts))
-        parts.append(np.asarray(embed(texts[first : first + _EMBED_GROUP_BLOCKS]), dtype=np.float32))
-    progress("chunking", 1.0)
-    vectors = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-        raise ValueError(f"embed returned {vectors.shape} for {len(texts)} texts; expected one row per text")
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return vectors / norms
-
-
-# ---------------------------------------------------------------------------------------------
-# Segmentation by dynamic programming, shared by leaves (over units) and groups (over leaves)
-
-# Cost of cutting at a boundary of each strength, added to the z-scored similarity across it.
-_LEAF_BREAK_COST = {BREAK_WRAP: 3.0, BREAK_SENTENCE: 0.3, BREAK_LINE: 0.0, BREAK_PARAGRAPH: -0.6}
-_GROUP_BREAK_COST = {BREAK_WRAP: 2.0, BREAK_SENTENCE: 0.3, BREAK_LINE: -0.2, BREAK_PARAGRAPH: -0.5}
-_TITLED_HEADING_BONUS = 2.0
-_UNTITLED_HEADING_BONUS = 1.2
-# Between groups of leaves a heading is a weaker hint: in a list of small headed items every
-# leaf starts with one.
-_GROUP_HEADING_BONUS = 1.0
-_AFTER_HEADING_PENALTY = 4.0  # never leave a heading line alone at the end of a chunk
-_FORCED_CUT = 50.0
-# Bold lines and "Label:" lines are also used for emphasis and form fields: they only
-# attract cuts, where markdown, numbered and ARTICLE headings force them.
-_WEAK_FAMILIES = frozenset(["bold", "label"])
-
-
-def _segment(
-    sizes: Sequence[float],
-    break_costs: Sequence[float],
-    *,
-    target: float,
-    min_size: float,
-    max_size: float,
-    size_weight: float = 1.0,
-    free: Sequence[bool] | None = None,
-    whole: dict[int, int] | None = None,
-    whole_bonus: float = 0.0,
-) -> list[int]:
-    """Start indices of the cheapest cut of ``sizes`` into consecutive segments.
-
-    A segment costs its squared relative distance from ``target`` (plus a steep penalty under
-    ``min_size``); a cut before item i costs ``break_costs[i]``. A segment may exceed
-    ``max_size`` only when it holds a single item that is not ``free`` (free items, heading
-    lines, ride along without counting against the limit). A segment [start, end) with
-    ``whole[start] == end`` (a paragraph that fits in one segment) costs ``whole_bonus`` less.
-    """
-    count = len(sizes)
-    free = free or [False] * count
-    whole = whole or {}
-    best = [0.0] + [math.inf] * count
-    back = [0] * (count + 1)
-    for end in range(1, count + 1):
-        total, counted, solid = 0.0, 0.0, 0
-        for start in range(end - 1, -1, -1):
-            total += sizes[start]
-            if not free[start]:
-                counted += sizes[start]
-                solid += 1
-            if counted > max_size and solid > 1:
-                break
-            cost = best[start] + size_weight * ((total - target) / target) ** 2
-            if total < min_size:
-                cost += 4.0 * (min_size - total) / min_size
-            if start > 0:
-                cost += break_costs[start]
-            if whole.get(start) == end:
-                cost -= whole_bonus
-            if cost < best[end]:
-                best[end], back[end] = cost, start
-    starts = []
-    cursor = count
-    while cursor > 0:
-        cursor = back[cursor]
-        starts.append(cursor)
-    return starts[::-1]
-
-
-def _window_similarities(vectors: np.ndarray, width: int) -> np.ndarray:
-    """z-scored cosine similarity across each boundary i (between items i-1 and i), i >= 1,
-    comparing the ``width`` items on each side."""
-    count = len(vectors)
-    boundaries = np.arange(1, count)
-    return _similarities(vectors, np.maximum(0, boundaries - width), np.minimum(count, boundaries + width))
-
-
-def _reach_similarities(vectors: np.ndarray, sizes: Sequence[float], reach: float) -> np.ndarray:
-    """Like ``_window_similarities``, each side taking items until they hold ``reach`` tokens."""
-    count = len(vectors)
-    prefix = np.concatenate([[0.0], np.cumsum(sizes)])
-    boundaries = np.arange(1, count)
-    # The item before / after each boundary always counts, then more while under reach.
-    lows = np.searchsorted(prefix, prefix[boundaries] - reach, side="right") - 1
-    highs = np.searchsorted(prefix, prefix[boundaries] + reach, side="left")
-    lows = np.clip(np.minimum(lows, boundaries - 1), 0, None)
-    highs = np.clip(np.maximum(highs, boundaries + 1), None, count)
-    return _similarities(vectors, lows, highs)
-
-
-def _similarities(vectors: np.ndarray, lows: np.ndarray, highs: np.ndarray) -> np.ndarray:
-    """z-scored cosine similarity between items [lows[j], j+1) and [j+1, highs[j]) at boundary j+1."""
-    count = len(vectors)
-    similarities = np.zeros(count, dtype=np.float32)
-    if count < 2:
-        return similarities
-    cumulative = np.vstack([np.zeros((1, vectors.shape[1]), dtype=np.float32), np.cumsum(vectors, axis=0)])
-    boundaries = np.arange(1, count)
-    left = cumulative[boundaries] - cumulative[lows]
-    right = cumulative[highs] - cumulative[boundaries]
-    norms = np.linalg.norm(left, axis=1) * np.linalg.norm(right, axis=1)
-    norms[norms == 0] = 1.0
-    similarities[1:] = np.einsum("ij,ij->i", left, right) / norms
-    values = similarities[1:]
-    spread = float(values.std()) if len(values) > 2 else 0.0
-    similarities[1:] = (values - values.mean()) / spread if spread > 1e-6 else 0.0
-    return similarities
-
-
-# ---------------------------------------------------------------------------------------------
 # The tree
 
 
@@ -479,10 +148,10 @@ class StructuralTreeBuilder:
     def __init__(
         self,
         text: str,
-        units: list[_Unit],
+        units: list[TextUnit],
         block_starts: list[int],
         block_vectors: np.ndarray,
-        params: _Params,
+        params: LeafParams,
     ) -> None:
         self.text = text
         self.units = units
@@ -571,7 +240,7 @@ class StructuralTreeBuilder:
         if node.depth == 1 and node.heading is not None and node.heading.title:
             # Bold lines and "Label:" lines title small form fields too ("Chief Complaint:" with
             # one line under it); those are grouped with their neighbours instead.
-            weak = node.heading.family in _WEAK_FAMILIES
+            weak = node.heading.family in WEAK_FAMILIES
             return not weak or tokens > self.params.max_leaf_tokens // 2
         return tokens > self.params.max_leaf_tokens
 
@@ -603,7 +272,7 @@ class StructuralTreeBuilder:
     def _leaves(self, first: int, last: int) -> list[Draft]:
         sizes = [self.units[index].tokens + 1 for index in range(first, last)]
         costs = [float(self.break_costs[index]) for index in range(first, last)]
-        starts = _segment(
+        starts = segment(
             sizes,
             costs,
             target=self.params.target_leaf_tokens,
@@ -632,13 +301,13 @@ class StructuralTreeBuilder:
         group_count = max(1, round(math.sqrt(len(leaves))))
         sizes = [float(self._tokens(leaf.first, leaf.last)) for leaf in leaves]
         target = sum(sizes) / group_count
-        similarities = _window_similarities(np.stack([self.mean_vector(leaf) for leaf in leaves]), width=2)
+        similarities = window_similarities(np.stack([self.mean_vector(leaf) for leaf in leaves]), width=2)
         costs = [
             float(similarities[index]) + self._group_break_cost(leaf) for index, leaf in enumerate(leaves)
         ]
         # Sections are judged more by size than leaves are: a similarity dip between two
         # paragraphs should not make a section of one paragraph.
-        starts = _segment(
+        starts = segment(
             sizes, costs, target=target, min_size=0.4 * target, max_size=2.5 * target, size_weight=3.0
         )
         if len(starts) == 1 and not keep_single:
@@ -658,28 +327,26 @@ class StructuralTreeBuilder:
 
     def _group_break_cost(self, leaf: Draft) -> float:
         unit = self.units[leaf.first]
-        cost = _GROUP_BREAK_COST[unit.break_before]
+        cost = GROUP_BREAK_COST[unit.break_before]
         if unit.heading is not None:
-            cost -= _GROUP_HEADING_BONUS if unit.heading.title else _GROUP_HEADING_BONUS / 2
+            cost -= GROUP_HEADING_BONUS if unit.heading.title else GROUP_HEADING_BONUS / 2
         return cost
 
     def _unit_break_costs(self) -> np.ndarray:
         bounds = [*self.block_starts, len(self.units)]
         block_sizes = [self._tokens(first, last) for first, last in itertools.pairwise(bounds)]
-        block_similarities = _reach_similarities(self.block_vectors, block_sizes, _SIMILARITY_REACH_TOKENS)
+        block_similarities = reach_similarities(self.block_vectors, block_sizes, _SIMILARITY_REACH_TOKENS)
         costs = np.full(len(self.units), _INSIDE_BLOCK_SIMILARITY, dtype=np.float64)
         costs[self.block_starts] = block_similarities
         for index in range(1, len(self.units)):
             unit = self.units[index]
-            costs[index] += _LEAF_BREAK_COST[unit.break_before]
+            costs[index] += LEAF_BREAK_COST[unit.break_before]
             if self.units[index - 1].heading_only:
-                costs[index] += _AFTER_HEADING_PENALTY  # "## 2. Safety" stays with "### 2.1 ..."
-            elif (
-                unit.heading is not None and unit.heading.title and unit.heading.family not in _WEAK_FAMILIES
-            ):
-                costs[index] -= _FORCED_CUT  # a real heading always starts a leaf
+                costs[index] += AFTER_HEADING_PENALTY  # "## 2. Safety" stays with "### 2.1 ..."
+            elif unit.heading is not None and unit.heading.title and unit.heading.family not in WEAK_FAMILIES:
+                costs[index] -= FORCED_CUT  # a real heading always starts a leaf
             elif unit.heading is not None:
-                costs[index] -= _TITLED_HEADING_BONUS if unit.heading.title else _UNTITLED_HEADING_BONUS
+                costs[index] -= TITLED_HEADING_BONUS if unit.heading.title else UNTITLED_HEADING_BONUS
         return costs
 
     # -- helpers shared with titles and summaries

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from documents.ingestion.headings import TITLE_CHARS, Heading
 from documents.ingestion.node_texts import NodeTexts, first_line_title
-from documents.ingestion.structural import Draft, StructuralTreeBuilder, _Params, _Unit
+from documents.ingestion.structural import Draft, StructuralTreeBuilder
+from documents.ingestion.units import LeafParams, TextUnit
 
 
 def fake_embed(texts: Sequence[str]) -> np.ndarray:
@@ -35,10 +36,10 @@ def _builder(
 ) -> StructuralTreeBuilder:
     """One unit, and one block (with its own vector, unit length as an embedder's), per piece."""
     text = ""
-    units: list[_Unit] = []
+    units: list[TextUnit] = []
     for index, piece in enumerate(pieces):
         text += sep if text else ""
-        units.append(_Unit(len(text), len(text) + len(piece), 0, heading=(headings or {}).get(index)))
+        units.append(TextUnit(len(text), len(text) + len(piece), 0, heading=(headings or {}).get(index)))
         text += piece
     if vectors is None:
         block_vectors = fake_embed(pieces)
@@ -46,7 +47,7 @@ def _builder(
         block_vectors = np.asarray(vectors, dtype=np.float32)
         block_vectors /= np.linalg.norm(block_vectors, axis=1, keepdims=True)
     return StructuralTreeBuilder(
-        text, units, list(range(len(pieces))), block_vectors, _Params(200, 120, 40, 8)
+        text, units, list(range(len(pieces))), block_vectors, LeafParams(200, 120, 40, 8)
     )
 
 
