@@ -9,7 +9,9 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
 
 from documents import selectors
 from openfable.errors import UserInputError
@@ -85,6 +87,37 @@ def query_page(request: HtmxHttpRequest) -> HttpResponse:
             context["recent"] = request.session[_SESSION_KEY]["recent"]
     template = "retrieval/query.html#results" if request.htmx else "retrieval/query.html"
     return render(request, template, context, status=status)
+
+
+@login_required
+def document_ask(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """A question about one document, asked on its page (issue 22 item 8): the same retrieve()
+    as the query page, its ``documents`` filter set to this document alone. The answer is a
+    fragment for the page's #answer; ask.js marks its spans in the outline and the text."""
+    document = selectors.document_get(user=request.user, pk=pk)  # NotFoundError: a 404 page
+    values = _values(request.GET)
+    if not request.htmx:
+        # Without JavaScript the query page answers the same question, filtered to this document.
+        query = {"query": values["query"], "budget": values["budget"], "mode": values["mode"]}
+        return redirect(f"{reverse('retrieval:query')}?{urlencode({**query, 'documents': document.pk})}")
+    context: dict[str, Any] = {"document": document, "spans": []}
+    try:
+        result = retrieve(
+            query=values["query"],
+            token_budget=_budget(values["budget"]),
+            mode=values["mode"] or None,
+            documents=[document.pk],
+            user=request.user,
+        )
+    except UserInputError as error:
+        context["error"] = error
+    else:
+        context["result"] = result
+        context["spans"] = [
+            {"node": chunk.node_id, "start": chunk.start_char, "end": chunk.end_char}
+            for chunk in result.chunks
+        ]
+    return render(request, "retrieval/_ask_answer.html", context)
 
 
 def _values(source: Any) -> dict[str, Any]:
