@@ -175,7 +175,10 @@ def _numbered_candidates(text: str, claimed: set[int]) -> list[Heading]:
     candidates: list[Heading] = []
     for match in _NUMBERED.finditer(text):
         line_start = _line_content_start(text, match.start())
-        if line_start in claimed or not (line_start is not None or _after_sentence(text, match.start())):
+        if line_start in claimed:
+            continue
+        placed = line_start is not None or _after_sentence(text, match.start())
+        if not (placed or _opens_first_subclause(text, match, candidates[-1] if candidates else None)):
             continue
         if match.group("roman") and line_start is None:
             continue  # "... by I. Ward": bare roman numerals only count at the start of a line
@@ -200,6 +203,31 @@ def _line_content_start(text: str, position: int) -> int | None:
     return cursor
 
 
+def _opens_first_subclause(text: str, match: re.Match[str], parent: Heading | None) -> bool:
+    """ "2. PRODUCT SUPPLY 2.1 Purchase. ...": a clause numbered under the heading right before it
+    starts where that heading's title ends, with no sentence end between them."""
+    if parent is None or not parent.title or match.group("roman"):
+        return False
+    _, path = _numbering(match)
+    return (
+        len(path) == len(parent.path) + 1
+        and path[:-1] == parent.path
+        and parent.title_end <= match.start()
+        and not text[parent.title_end : match.start()].strip()
+    )
+
+
+def _subclause_start(text: str, start: int, end: int, number: str) -> int | None:
+    """Where a clause numbered under ``number`` ("2.1" under "2") begins in [start, end): the end
+    of a title that runs straight into its first subclause."""
+    if not number:
+        return None
+    found = re.compile(rf"[ \t\u00a0]+(?:Section\s+)?{re.escape(number)}\.\d{{1,3}}\b").search(
+        text, start, end
+    )
+    return found.start() if found else None
+
+
 def _after_sentence(text: str, position: int) -> bool:
     """An inline heading follows the end of a sentence or a wide gap left by PDF extraction."""
     cursor = position - 1
@@ -219,7 +247,13 @@ def _numbered_heading(text: str, match: re.Match[str], line_start: bool) -> Head
     family, path = _numbering(match)
     if not path or any(part == 0 for part in path):
         return None
-    title, title_end = _numbered_title(text, after, keyword=bool(match.group("kw")), line_start=line_start)
+    # Only an arabic number has subclauses numbered under it ("2" -> "2.1"; "ARTICLE 2" -> "2.1").
+    number = ".".join(str(part) for part in path) if family in ("number", "article") else ""
+    if family == "article" and not (match.group("kwnum") or "")[:1].isdigit():
+        number = ""
+    title, title_end = _numbered_title(
+        text, after, keyword=bool(match.group("kw")), line_start=line_start, number=number
+    )
     marker = match.group() if match.group("one") or match.group("roman") else match.group().rstrip(".")
     full_title = f"{marker} {title}".strip() if title else ""
     rank = _KEYWORD_RANKS.get(family, _ROMAN_RANK + len(path))
@@ -260,8 +294,13 @@ def _roman(numeral: str) -> int:
     return total if total > 0 else 0
 
 
-def _numbered_title(text: str, start: int, *, keyword: bool, line_start: bool) -> tuple[str, int]:
-    """The short title after a number ("4. Confidentiality. Each ..."), or "" when there is none."""
+def _numbered_title(
+    text: str, start: int, *, keyword: bool, line_start: bool, number: str = ""
+) -> tuple[str, int]:
+    """The short title after a number ("4. Confidentiality. Each ..."), or "" when there is none.
+
+    ``number`` ("2" of "2. SUPPLY 2.1 Purchase"): the title ends where a clause numbered under it
+    begins, which is a heading of its own, never part of this title."""
     quoted = text[start : start + 1] in ('"', "\u201c")
     # The whole line is read only up to _TITLE_LINE_SCAN characters: a title holds 100 at most,
     # and reading to the end of every line made a long single-line text quadratic (a 3 MB line
@@ -269,12 +308,16 @@ def _numbered_title(text: str, start: int, *, keyword: bool, line_start: bool) -
     scan_end = min(len(text), start + _TITLE_LINE_SCAN)
     line_end = _LINE_END.search(text, start, scan_end)
     end_of_line = line_end.start() if line_end else scan_end
-    if line_start and not quoted and (line_end or scan_end == len(text)):
-        whole_line = " ".join(re.sub(r"[*_`#]+|\\$", " ", text[start:end_of_line]).split())
+    subclause = _subclause_start(text, start, end_of_line, number)
+    if line_start and not quoted and (subclause is not None or line_end or scan_end == len(text)):
+        title_stop = end_of_line if subclause is None else subclause
+        whole_line = " ".join(re.sub(r"[*_`#]+|\\$", " ", text[start:title_stop]).split())
         if _is_titleish(whole_line, max_words=12, min_ratio=0.8):
-            return clean_title(whole_line), end_of_line  # "1. **Case Filing: March 15, 2023**"
+            return clean_title(whole_line), title_stop  # "1. **Case Filing: March 15, 2023**"
     stop = _TITLE_STOP.search(text, start, min(len(text), start + 120))
     end = stop.start() if stop else min(len(text), start + 120)
+    if subclause is not None and subclause <= end:
+        end, stop = subclause, None  # the title ends right before its first subclause
     body = _body_start(text, start, end)
     candidate = text[start:body].strip().strip("*_[]").strip()
     candidate = re.sub(r"(\s+\d+(\.\d+)*\.?)+$", "", candidate)  # "Procedures 9.1": the next clause

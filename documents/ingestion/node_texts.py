@@ -19,6 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from documents.ingestion.headings import TITLE_CHARS, Heading, clean_title, shorten, word_set
+from documents.ingestion.prose import is_address_phrase, not_prose, without_addresses
 
 
 @dataclass
@@ -69,7 +70,7 @@ _STOPWORDS = word_set(
     "then there these they this those through thus to too under until up upon us very was we were "
     "what when where which while who whom why will with within without would you your january "
     "february march april may june july august september october november december agreement "
-    "section party parties forth behalf time times day days month months year years thereof "
+    "section article party parties forth behalf time times day days month months year years thereof "
     "therein thereto thereunder whether including include includes pursuant respect accordance "
     "provided following set prior subject notwithstanding hereinafter company million billion "
     "thousand total percent mean means meaning entity whereas regarding concerning provide provides "
@@ -80,7 +81,8 @@ _PHRASE_JOINERS = frozenset(["of", "and", "for", "&"])
 _MARKUP = re.compile(r"[*_#`|\\]+|^[=-]{3,}$", re.MULTILINE)
 _POSSESSIVE = re.compile(r"['\u2019]s?$")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019&-]*")
-_PHRASE_BREAK = re.compile(r"[^\w\s'\u2019&-]+|\n")
+# Punctuation, line ends and numbers end a phrase ("Suite 200 Wayne" holds no "Suite Wayne").
+_PHRASE_BREAK = re.compile(r"[^\w\s'\u2019&-]+|\n|(?<![\w-])\d[\w'\u2019&-]*")
 _LENGTH_BOOST = {1: 1.0, 2: 1.6, 3: 1.9}
 _VERB_ADVERB_ENDINGS = ("ed", "ly")
 _NEVER_LAST = word_set(
@@ -92,6 +94,10 @@ _JUNK_TITLE_LINE = re.compile(
     r"^(exhibit|ex-\d|page\b|source:|table of contents|\[|\d+$|execution (copy|version)|confidential"
     r"|certain (portions|information)|last updated)|\b(19|20)\d\d$",
     re.IGNORECASE,
+)
+# How a contract names its parties and the reasons it is made, in its opening.
+_PREAMBLE = re.compile(
+    r"\b(?:by and between|by and among|is between|made between|BETWEEN:|WHEREAS|RECITALS|Recitals)"
 )
 _DOCUMENT_KIND = re.compile(
     r"\b(agreement|contract|amendment|addendum|licen[cs]e|lease|deed|memorandum|policy|plan|report|"
@@ -111,6 +117,8 @@ class NodeTexts:
             " ".join(_MARKUP.sub(" ", text[unit.start : unit.end]).split()) for unit in builder.units
         ]
         self.footprints = [_footprint(sentence) for sentence in self.plain]
+        # Addresses, price and table rows and bracket debris are no title or summary material.
+        self.prose = [not flag for flag in not_prose(self.plain)]
         self.leaf_firsts: list[int] = []
         self._leaf_counts: list[Counter[str]] | None = None
         self._surface: dict[str, str] = {}
@@ -160,11 +168,23 @@ class NodeTexts:
             ]
             if titles:
                 return shorten("; ".join(titles[:3]) + ("; \u2026" if len(titles) > 3 else ""), TITLE_CHARS)
+        if self._is_preamble(draft, depth, parent):
+            return "Preamble"
         label = draft.heading.label if draft.heading is not None else ""
         phrase = self._key_phrase(draft, parent=parent if depth > 0 else None, taken=taken)
         if label:
             return shorten(f"{label} {phrase}".strip(), TITLE_CHARS)
         return phrase
+
+    def _is_preamble(self, draft: Draft, depth: int, parent: Draft | None) -> bool:
+        """The untitled opening of a contract, where it names its parties and recitals: what any
+        phrase of it (a party, its address) would misname."""
+        return (
+            depth == 1
+            and draft.first == 0
+            and draft.heading is None
+            and bool(_PREAMBLE.search(self._plain(draft.first, draft.last)))
+        )
 
     def _summary(self, draft: Draft) -> str:
         units = self.builder.units
@@ -172,6 +192,7 @@ class NodeTexts:
             index
             for index in range(draft.first, draft.last)
             if not units[index].heading_only
+            and self.prose[index]
             and self.plain[index].count(" ") >= 3
             and self.footprints[index] not in self._repeated
         ]
@@ -202,6 +223,14 @@ class NodeTexts:
     def _plain(self, first: int, last: int) -> str:
         return " ".join(sentence for sentence in self.plain[first:last] if sentence)
 
+    def _prose(self, first: int, last: int) -> str:
+        """The prose of units [first, last); each piece that is not prose breaks the phrases."""
+        return " ".join(
+            without_addresses(sentence) if prose else "\n"
+            for sentence, prose in zip(self.plain[first:last], self.prose[first:last], strict=True)
+            if sentence
+        )
+
     # -- key phrases: n-grams frequent in the node and rare in the rest of the document
 
     def _key_phrase(self, draft: Draft, *, parent: Draft | None, taken: set[str]) -> str:
@@ -226,6 +255,7 @@ class NodeTexts:
             if score(phrase) > 0
             # What the whole document is about (the company's name) names none of its sections.
             and not (parent is not None and set(phrase.split()) <= self._document_words)
+            and not is_address_phrase(phrase)
         ]
         for index, phrase in enumerate(ranked):
             title = self._surface[phrase]
@@ -293,7 +323,7 @@ class NodeTexts:
 
     def _phrases(self, first: int, last: int) -> Counter[str]:
         counts: Counter[str] = Counter()
-        for segment in _PHRASE_BREAK.split(self._plain(first, last)):
+        for segment in _PHRASE_BREAK.split(self._prose(first, last)):
             words = [_POSSESSIVE.sub("", word) for word in _WORD.findall(segment)]
             lowered = [word.lower() for word in words]
             for size in (1, 2, 3):
