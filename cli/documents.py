@@ -12,24 +12,27 @@ printed as {"error": ...} by the dispatcher.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 
-from documents.ingestion.boundaries import MarkerNotFoundError
-from documents.ingestion.tree_schema import TreeValidationError
-from documents.models import Document, Node
+from documents.models import Document
 from documents.selectors import as_id, document_get, document_nodes
 from documents.services.agent import (
+    AgentStep,
+    AgentStepError,
     agent_apply_chunks,
     agent_apply_tree,
+    agent_plan,
     chunks_summary,
     parse_markers_file,
     plan_instructions,
     plan_summary,
     tree_instructions,
-    tree_outline,
+    tree_summary,
 )
 from documents.services.documents import (
     DocumentCreateResult,
@@ -192,6 +195,31 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+# How each step of the agent path is run from here; services.agent names the step, not the command.
+_AGENT_NEXT = {
+    AgentStep.PLAN: "openfable plan PATH --collection SLUG",
+    AgentStep.APPLY_CHUNKS: "openfable apply-chunks {id} markers.json",
+    AgentStep.APPLY_TREE: "openfable apply-tree {id} tree.json",
+}
+_MARKERS_FILE = (
+    'Either JSON {"markers": ["opening words of chunk", ...]} matching markers_schema, or plain '
+    "text with one marker per line. Use - instead of a file name to pass it on standard input."
+)
+
+
+def _agent_next(step: AgentStep, document_id: int | None) -> str:
+    return _AGENT_NEXT[step].format(id=document_id)
+
+
+@contextmanager
+def _agent_step() -> Iterator[None]:
+    """A refused step of the agent path, with its next step said as a command."""
+    try:
+        yield
+    except AgentStepError as error:
+        raise error.with_next(f"Next: `{_agent_next(error.next_step, error.document_id)}`.") from None
+
+
 def handle_plan(options: dict[str, Any]) -> dict[str, Any]:
     path: str = options["path"]
     data = _read_input(path, what="document")
@@ -203,53 +231,41 @@ def handle_plan(options: dict[str, Any]) -> dict[str, Any]:
             f"{path}: plan takes a text or Markdown file; index a PDF, Word or HTML file with "
             "`openfable index` (its text, headings and pages are read for you)."
         )
-    result = document_create(
+    result = agent_plan(
         collection=options["collection"] or None,
         content=data,
         title=options["title"],
-        source_filename="" if path == STDIN else Path(path).name,
+        source_filename=name,
         tags=clean_tags(options["tags"]),
-        builder=Document.Builder.AGENT,
-        queue=False,
     )
     document = result.document
     answer = plan_summary(document=document, created=result.created)
-    answer["instructions"] = plan_instructions(document.pk)
+    answer["instructions"] = plan_instructions() | {
+        "markers_file": _MARKERS_FILE,
+        "next": _agent_next(AgentStep.APPLY_CHUNKS, document.pk),
+    }
     return answer
 
 
 def handle_apply_chunks(options: dict[str, Any]) -> dict[str, Any]:
     document = _document(options["document_id"])
     text = _decode(_read_input(options["file"], what="markers"), what="markers")
-    markers = parse_markers_file(text)
-    try:
+    with _agent_step():
+        markers = parse_markers_file(text, document_id=document.pk)
         spans = agent_apply_chunks(document=document, markers=markers)
-    except MarkerNotFoundError as error:
-        raise UserInputError(
-            f"{error}. Fix that marker and run apply-chunks again.", code=error.code
-        ) from None
     answer = chunks_summary(document=document, markers=markers, spans=spans)
-    return answer | {"instructions": tree_instructions(document.pk, len(spans))}
+    return answer | {
+        "instructions": tree_instructions(len(spans))
+        | {"next": _agent_next(AgentStep.APPLY_TREE, document.pk)}
+    }
 
 
 def handle_apply_tree(options: dict[str, Any]) -> dict[str, Any]:
     document = _document(options["document_id"])
     text = _decode(_read_input(options["file"], what="tree"), what="tree")
-    try:
+    with _agent_step():
         job = agent_apply_tree(document=document, data=text)
-    except TreeValidationError as error:
-        raise UserInputError(f"{error}. Fix the tree and run apply-tree again.", code=error.code) from None
-    nodes = document_nodes(document=document)
-    return {
-        "document_id": document.pk,
-        "job_id": job.pk,
-        "status": document.status,
-        "builder": document.builder,
-        "embedding_model": document.embedding_model,
-        "nodes": nodes.count(),
-        "leaves": nodes.filter(kind=Node.Kind.LEAF).count(),
-        "sections": tree_outline(document),
-    }
+    return tree_summary(document=document, job=job)
 
 
 def handle_reembed(options: dict[str, Any]) -> dict[str, Any]:

@@ -470,6 +470,31 @@ class IngestionJob(models.Model):
         return f"{self.document} · {self.status}"
 
 
+class AgentState(models.Model):
+    """The agent path's working state between its steps (documents.services.agent).
+
+    ``plan`` makes the row: a document has one exactly while it is in the agent path.
+    ``apply-chunks`` keeps the chunk spans here until ``apply-tree`` builds over them; a tree
+    from another builder deletes the row (the document left the path). Kept apart from
+    ``Document.metadata``, which belongs to the user and is replaced whole by every edit.
+    """
+
+    document = models.OneToOneField(
+        Document, on_delete=models.CASCADE, primary_key=True, related_name="agent_state"
+    )
+    # [[start, end], ...]: the chunks, in order, exactly covering the content; [] before apply-chunks.
+    chunks = models.JSONField(default=list, blank=True)
+    markers = models.PositiveIntegerField(default=0, help_text="markers the chunks were cut at")
+    chunked = models.DateTimeField(null=True, blank=True)
+    # The saved tree in the agent's JSON shape over the chunk indexes (None: the shape cannot say it).
+    tree = models.JSONField(null=True, blank=True)
+    tree_saved = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"agent state of document {self.document_id}"
+
+
 class CorpusVersion(models.Model):
     """One row whose number moves on every write to the corpus.
 

@@ -3,44 +3,43 @@
 
 ``mcp_server.tools`` declares the tools and runs these through ``mcp_server.sync.run_sync``, in a
 thread of their own. A mistake the caller can fix is raised as a ``UserInputError`` whose message
-says what to call next, in the tools' own words where a service speaks of the command line.
+says what to call next: the agent path's services name the step, and ``_AGENT_NEXT`` words it
+as a tool call.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
 
 from documents import selectors
-from documents.ingestion.boundaries import MarkerNotFoundError
-from documents.ingestion.tree_schema import TreeValidationError
-from documents.models import Document, Node
 from documents.services.agent import (
-    AgentInputError,
+    AgentStep,
+    AgentStepError,
     agent_apply_chunks,
     agent_apply_tree,
-    agent_chunks,
+    agent_plan,
     chunks_summary,
     plan_instructions,
     plan_summary,
     tree_instructions,
-    tree_outline,
+    tree_summary,
 )
 from documents.services.documents import document_create, document_delete
 from documents.services.jobs import job_wait
 from mcp_server.render import (
     collection_entry,
     document_meta,
-    for_tools,
     job_entry,
     node_entry,
     query_answer,
 )
-from openfable.embeddings import EmbeddingError
-from openfable.errors import ServiceUnavailableError, UserInputError
+from openfable.errors import UserInputError
 from retrieval.services import retrieve
 
 
@@ -212,71 +211,52 @@ def delete_document(*, user: Any, document_id: int) -> dict[str, Any]:
     return answer
 
 
+# How each step of the agent path is called here; services.agent names the step, not the tool.
+_AGENT_NEXT = {
+    AgentStep.PLAN: "Call plan_document with the document's text (and its collection) to hand it to "
+    "you; the same text in the same collection is this document.",
+    AgentStep.APPLY_CHUNKS: "Call apply_chunks with document_id={id} and markers: the opening words of "
+    "each chunk, in document order.",
+    AgentStep.APPLY_TREE: "Call apply_tree with document_id={id} and tree: an object matching "
+    "tree_schema over the chunk indexes apply_chunks returned.",
+}
+
+
+def _agent_next(step: AgentStep, document_id: int | None) -> str:
+    return _AGENT_NEXT[step].format(id=document_id)
+
+
+@contextmanager
+def _agent_step() -> Iterator[None]:
+    """A refused step of the agent path, with its next step said as a tool call."""
+    try:
+        yield
+    except AgentStepError as error:
+        raise error.with_next(f"Next: {_agent_next(error.next_step, error.document_id)}") from None
+
+
 def plan_document(
     *, user: Any, text: str, title: str, collection: str, tags: list[str] | None
 ) -> dict[str, Any]:
-    created = document_create(
-        collection=collection or None,
-        content=text,
-        title=title,
-        tags=tags,
-        builder=Document.Builder.AGENT,
-        queue=False,
-        user=user,
-    )
+    created = agent_plan(collection=collection or None, content=text, title=title, tags=tags, user=user)
     document = created.document
     answer = plan_summary(document=document, created=created.created)
-    answer["instructions"] = for_tools(
-        plan_instructions(document.pk),
-        next_step=f"Call apply_chunks with document_id={document.pk} and markers: the opening words of "
-        "each chunk, in document order.",
-    )
+    answer["instructions"] = plan_instructions() | {"next": _agent_next(AgentStep.APPLY_CHUNKS, document.pk)}
     return answer
 
 
 def apply_chunks(*, user: Any, document_id: int, markers: list[str]) -> dict[str, Any]:
     document = selectors.document_get(user=user, pk=document_id)
-    try:
+    with _agent_step():
         spans = agent_apply_chunks(document=document, markers=markers)
-    except MarkerNotFoundError as error:
-        raise UserInputError(
-            f"{error}. Fix that marker and call apply_chunks again.", code=error.code
-        ) from None
     return chunks_summary(document=document, markers=markers, spans=spans) | {
-        "instructions": for_tools(
-            tree_instructions(document.pk, len(spans)),
-            next_step=f"Call apply_tree with document_id={document.pk} and tree: an object matching "
-            "tree_schema over these chunk indexes.",
-        ),
+        "instructions": tree_instructions(len(spans))
+        | {"next": _agent_next(AgentStep.APPLY_TREE, document.pk)},
     }
 
 
 def apply_tree(*, user: Any, document_id: int, tree: dict[str, Any]) -> dict[str, Any]:
     document = selectors.document_get(user=user, pk=document_id)
-    if agent_chunks(document) is None:
-        raise AgentInputError(
-            f"Document {document.pk} has no chunks yet. Call apply_chunks with its markers first, then "
-            "build the tree over the chunk indexes it returns."
-        )
-    try:
+    with _agent_step():
         job = agent_apply_tree(document=document, data=tree)
-    except TreeValidationError as error:
-        raise UserInputError(f"{error}. Fix the tree and call apply_tree again.", code=error.code) from None
-    except UserInputError:
-        raise  # e.g. an embedding model of the wrong size: its message names the setting
-    except EmbeddingError as error:
-        # The embedding service failed (a setting or an outage): the old tree stays; say why.
-        raise ServiceUnavailableError(
-            f"The tree is valid but embedding it failed: {error}. Nothing was replaced; try again later."
-        ) from None
-    nodes = selectors.document_nodes(document=document)
-    return {
-        "document_id": document.pk,
-        "job_id": job.pk,
-        "status": document.status,
-        "builder": document.builder,
-        "embedding_model": document.embedding_model,
-        "nodes": nodes.count(),
-        "leaves": nodes.filter(kind=Node.Kind.LEAF).count(),
-        "sections": tree_outline(document),
-    }
+    return tree_summary(document=document, job=job)

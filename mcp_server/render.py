@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from documents.models import Collection, Document, IngestionJob, Node
-from documents.services.agent import METADATA_KEY
 from retrieval.result import RetrievalResult
 
 _ROUTING = {"documents": "document_level", "nodes": "node_level"}
@@ -34,8 +33,7 @@ def collection_entry(collection: Collection) -> dict[str, Any]:
 
 
 def document_meta(document: Document) -> dict[str, Any]:
-    """A document without its text. ``metadata`` leaves out the agent path's working state."""
-    metadata = {key: value for key, value in (document.metadata or {}).items() if key != METADATA_KEY}
+    """A document without its text."""
     return {
         "document_id": document.pk,
         "title": document.title,
@@ -45,7 +43,7 @@ def document_meta(document: Document) -> dict[str, Any]:
         "token_count": document.token_count,
         "node_count": getattr(document, "node_count", None),
         "tags": list(document.tags or []),
-        "metadata": metadata,
+        "metadata": dict(document.metadata or {}),
         "source_filename": document.source_filename,
         "format": document.format,
         "format_note": document.format_note,
@@ -148,10 +146,3 @@ def query_answer(result: RetrievalResult) -> dict[str, Any]:
         "notes": list(result.notes),
         "result": report,
     }
-
-
-def for_tools(instructions: dict[str, Any], *, next_step: str) -> dict[str, Any]:
-    """The agent path's instructions with the next step said as a tool call, not a command line."""
-    adapted = {key: value for key, value in instructions.items() if key != "markers_file"}
-    adapted["next"] = next_step
-    return adapted

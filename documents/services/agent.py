@@ -1,57 +1,118 @@
 """The agent path: an outside agent reads the document itself and names its chunks and its tree.
 
-Three steps, driven by ``openfable plan | apply-chunks | apply-tree`` (the command line, cli/):
+Three steps, driven by ``openfable plan | apply-chunks | apply-tree`` (cli/) or the MCP tools
+``plan_document | apply_chunks | apply_tree``:
 
-1. plan: the document is stored (``document_create``, builder "agent", nothing queued) and the
-   agent is told what a boundary marker is;
+1. plan (``agent_plan``): the document is stored (``document_create``, builder "agent", nothing
+   queued), or found when its text is already there, and put in the agent path: it gets an
+   ``AgentState``; the agent is told what a boundary marker is;
 2. apply-chunks: the agent's markers are found in the text (``locate_markers``) and cut into exact
-   spans (``chunk_spans``), kept in ``document.metadata["agent"]`` until the tree comes;
+   spans (``chunk_spans``), kept in its ``AgentState`` until the tree comes;
 3. apply-tree: the agent's JSON tree over those chunk indexes is validated exactly as an LLM's is
    (``tree_from_json``) and saved with embeddings through ``documents.services.jobs``.
 
-Each step replaces the result of its previous run, never appends to it.
+Each step replaces the result of its previous run, never appends to it. A document another
+builder made (or re-made) has no ``AgentState``: its steps are refused until it is planned.
+
+Every refusal is an ``AgentStepError`` in the domain's words ("apply the chunks first") naming
+the step to run next (``next_step``); each surface adds how to run it in its own terms (a
+command, a tool call). Errors from below (a marker not found, a tree that does not validate, the
+embedder down) are turned into those here, once for every surface.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from documents.ingestion.boundaries import chunk_spans, locate_markers
+from documents.ingestion.boundaries import MarkerNotFoundError, chunk_spans, locate_markers
 from documents.ingestion.tree_schema import (
     MARKERS_JSON_SCHEMA,
     TREE_JSON_SCHEMA,
     MarkerAnswerError,
     Span,
+    TreeValidationError,
     parse_marker_answer,
     tree_from_json,
     tree_to_json,
 )
-from documents.models import Document, IngestionJob, Node
+from documents.models import AgentState, Collection, Document, IngestionJob, Node
+from documents.services.documents import DocumentCreateResult, document_create
 from documents.services.jobs import job_claim, job_run_now
-from openfable.embeddings import Embedder
-from openfable.errors import ConflictError, UserInputError
+from openfable.embeddings import Embedder, EmbeddingError
+from openfable.errors import ConflictError, NotFoundError, ServiceUnavailableError, UserInputError
 from openfable.tokens import count_tokens
 
-METADATA_KEY = "agent"
 OPENING_WORDS = 12
 # Same sizes the LLM chunker is asked for (ingestion/prompts.py), so both paths make alike chunks.
 TARGET_CHUNK_WORDS = 150
 MARKER_WORDS = "5-8"
 
 
-class AgentInputError(UserInputError):
-    """A step of the agent path cannot run as asked; the message says what to do instead."""
+class AgentStep(StrEnum):
+    """The agent path's steps, by the names the MCP tools and ``details.next_step`` use."""
+
+    PLAN = "plan"
+    APPLY_CHUNKS = "apply_chunks"
+    APPLY_TREE = "apply_tree"
+
+
+class AgentStepError(UserInputError):
+    """A step of the agent path cannot run as asked.
+
+    The message says what was wrong and what to do in the domain's words; ``next_step`` is the
+    step that does it (``details`` carries it for programs), which each surface words as its own
+    command or call (``with_next``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        document_id: int | None,
+        next_step: AgentStep,
+        code: str | None = None,
+        details: dict[str, Any] | None = None,
+    ):
+        super().__init__(
+            message,
+            code=code,
+            details={**(details or {}), "document_id": document_id, "next_step": next_step.value},
+        )
+        self.document_id = document_id
+        self.next_step = next_step
+
+    def with_next(self, words: str) -> AgentStepError:
+        """The same error with the surface's own words for the next step after the message."""
+        worded = type(self)(
+            f"{self} {words}",
+            document_id=self.document_id,
+            next_step=self.next_step,
+            code=self.code,
+            details=self.details,
+        )
+        return worded
+
+
+class AgentConflictError(AgentStepError, ConflictError):
+    """The step is valid but the document is not in a state that allows it now (409)."""
+
+
+class NotInAgentPathError(AgentConflictError):
+    """The document is not in the agent path (another builder made it, or it was never planned)."""
+
+    code = "not_in_agent_path"
 
 
 # -- markers --------------------------------------------------------------------------------------
 
 
-def parse_markers_file(text: str) -> list[str]:
+def parse_markers_file(text: str, *, document_id: int | None = None) -> list[str]:
     """Markers from a file: JSON ``{"markers": [...]}`` (or a bare JSON list), or one per line.
 
     Anything that starts like JSON is read as JSON, so a broken JSON file is reported as broken
@@ -60,15 +121,19 @@ def parse_markers_file(text: str) -> list[str]:
     """
     stripped = text.strip()
     if not stripped:
-        raise AgentInputError(
+        raise AgentStepError(
             'The markers file is empty. Give the opening words of each chunk: JSON {"markers": [...]} '
-            "or one marker per line."
+            "or one marker per line.",
+            document_id=document_id,
+            next_step=AgentStep.APPLY_CHUNKS,
         )
     if stripped.startswith(("{", "```")) or (stripped.startswith("[") and _is_json(stripped)):
         try:
             return parse_marker_answer(stripped)
         except MarkerAnswerError as error:
-            raise AgentInputError(str(error)) from None
+            raise AgentStepError(
+                str(error), document_id=document_id, next_step=AgentStep.APPLY_CHUNKS, code=error.code
+            ) from None
     return [line.strip() for line in stripped.splitlines() if line.strip()]
 
 
@@ -81,6 +146,35 @@ def _is_json(text: str) -> bool:
 
 
 # -- step 1: plan ---------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def agent_plan(
+    *,
+    collection: Collection | str | int | None,
+    content: str | bytes,
+    title: str = "",
+    source_filename: str = "",
+    tags: Iterable[str] | None = None,
+    user: Any = None,
+) -> DocumentCreateResult:
+    """Store the text for an outside agent to chunk (nothing queued) and put it in the agent path.
+
+    The same text already in the collection is that document, handed to the agent: its tree
+    keeps serving queries until the agent's replaces it.
+    """
+    result = document_create(
+        collection=collection,
+        content=content,
+        title=title,
+        source_filename=source_filename,
+        tags=tags,
+        builder=Document.Builder.AGENT,
+        queue=False,
+        user=user,
+    )
+    AgentState.objects.get_or_create(document=result.document)
+    return result
 
 
 def plan_summary(*, document: Document, created: bool) -> dict[str, Any]:
@@ -102,32 +196,62 @@ def plan_summary(*, document: Document, created: bool) -> dict[str, Any]:
     return answer
 
 
+def _state_locked(document: Document) -> AgentState:
+    """The document's agent state, locked; refused when the document is not in the agent path."""
+    state = AgentState.objects.select_for_update().filter(document_id=document.pk).first()
+    if state is None:
+        raise _not_in_agent_path(document)
+    return state
+
+
+def _not_in_agent_path(document: Document) -> NotInAgentPathError:
+    made_by = (
+        f"its tree was built by the {document.builder} builder" if document.builder else "it was not planned"
+    )
+    return NotInAgentPathError(
+        f"Document {document.pk} is not in the agent path: {made_by}. Plan its text first (the "
+        "same text in the same collection is this document); its tree keeps serving queries until "
+        "the agent's replaces it.",
+        document_id=document.pk,
+        next_step=AgentStep.PLAN,
+    )
+
+
 # -- step 2: chunks -------------------------------------------------------------------------------
 
 
+@transaction.atomic
 def agent_apply_chunks(*, document: Document, markers: Sequence[str]) -> list[Span]:
     """Cut the document at the markers and keep the chunks for ``agent_apply_tree``.
 
-    Raises ``MarkerNotFoundError`` (it names the marker and the offset searched from) or
-    ``AgentInputError``. Replaces chunks from an earlier run and drops the tree built over them:
-    its chunk indexes refer to the old chunks. The saved node tree keeps serving queries until
-    ``agent_apply_tree`` replaces it.
+    Raises ``NotInAgentPathError`` or ``AgentStepError`` (a marker not found: it names the
+    marker and the offset searched from). Replaces chunks from an earlier run and drops the tree
+    built over them: its chunk indexes refer to the old chunks. The saved node tree keeps
+    serving queries until ``agent_apply_tree`` replaces it.
     """
+    state = _state_locked(document)
     if not markers:
-        raise AgentInputError("There are no markers; give the opening words of at least one chunk.")
+        raise AgentStepError(
+            "There are no markers; give the opening words of at least one chunk.",
+            document_id=document.pk,
+            next_step=AgentStep.APPLY_CHUNKS,
+        )
     text = document.content
-    spans = chunk_spans(text, locate_markers(text, markers))
-    with transaction.atomic():
-        locked = Document.objects.select_for_update().get(pk=document.pk)
-        metadata = dict(locked.metadata or {})
-        metadata[METADATA_KEY] = {
-            "chunks": [[start, end] for start, end in spans],
-            "markers": len(markers),
-            "content_hash": locked.content_hash,
-            "chunked": timezone.now().isoformat(),
-        }
-        Document.objects.filter(pk=document.pk).update(metadata=metadata)
-    document.metadata = metadata
+    try:
+        spans = chunk_spans(text, locate_markers(text, markers))
+    except MarkerNotFoundError as error:
+        raise AgentStepError(
+            f"{error}. Fix that marker and apply the markers again.",
+            document_id=document.pk,
+            next_step=AgentStep.APPLY_CHUNKS,
+            code=error.code,
+        ) from None
+    state.chunks = [[start, end] for start, end in spans]
+    state.markers = len(markers)
+    state.chunked = timezone.now()
+    state.tree = None
+    state.tree_saved = None
+    state.save()
     return spans
 
 
@@ -143,10 +267,7 @@ def chunks_summary(*, document: Document, markers: Sequence[str], spans: Sequenc
 
 def agent_chunks(document: Document) -> list[Span] | None:
     """The chunks stored by ``agent_apply_chunks``; None when there are none (or they are stale)."""
-    state = (document.metadata or {}).get(METADATA_KEY)
-    if not isinstance(state, dict) or state.get("content_hash") != document.content_hash:
-        return None
-    raw = state.get("chunks")
+    raw = AgentState.objects.filter(document_id=document.pk).values_list("chunks", flat=True).first()
     if not isinstance(raw, list) or not raw:
         return None
     spans: list[Span] = []
@@ -154,7 +275,7 @@ def agent_chunks(document: Document) -> list[Span] | None:
         if not (isinstance(item, list) and len(item) == 2 and all(isinstance(n, int) for n in item)):
             return None
         spans.append((item[0], item[1]))
-    # Metadata is editable in the admin: trust it only if it still partitions the text.
+    # Used only if they still partition the text (a row written by hand, a text read again).
     cursor = 0
     for start, end in spans:
         if start != cursor or end < start:
@@ -190,25 +311,59 @@ def agent_apply_tree(*, document: Document, data: object, embedder: Embedder | N
 
     Synchronous: the nodes are embedded with the configured embedder and the document's tree is
     replaced in one transaction (``document_index``), so running it again replaces, never appends.
-    Raises ``AgentInputError`` (no chunks yet), ``TreeValidationError`` (what is wrong with the
-    tree) or the embedder's error; a failure is recorded on the job and the old tree stays.
+    Raises ``NotInAgentPathError``, ``AgentStepError`` (no chunks yet; what is wrong with the
+    tree), ``AgentConflictError`` (a build is running) or ``ServiceUnavailableError`` (the
+    embedder failed); a failure is recorded on the job and the old tree stays.
     """
+    if not AgentState.objects.filter(document_id=document.pk).exists():
+        raise _not_in_agent_path(document)
     chunks = agent_chunks(document)
     if chunks is None:
-        raise AgentInputError(
-            f"Document {document.pk} has no chunks yet. Run `openfable apply-chunks {document.pk} FILE` "
-            "first, then build the tree over the chunk indexes it prints."
+        raise AgentStepError(
+            f"Document {document.pk} has no chunks yet: apply the chunks first (the opening words of "
+            "each chunk), then build the tree over the chunk indexes they are numbered with.",
+            document_id=document.pk,
+            next_step=AgentStep.APPLY_CHUNKS,
         )
-    tree = tree_from_json(data, text=document.content, chunks=chunks)
+    try:
+        tree = tree_from_json(data, text=document.content, chunks=chunks)
+    except TreeValidationError as error:
+        raise AgentStepError(
+            f"{error}. Fix the tree and apply it again.",
+            document_id=document.pk,
+            next_step=AgentStep.APPLY_TREE,
+            code=error.code,
+        ) from None
     job = _claimed_agent_job(document)
     run = job_run_now(document_id=document.pk, embedder=embedder, tree=tree, claimed=job)
     if run is None:
-        raise AgentInputError(f"Document {document.pk} was deleted meanwhile; nothing was saved.")
+        raise NotFoundError(f"Document {document.pk} was deleted meanwhile; nothing was saved.")
+    if isinstance(run.error, EmbeddingError) and not isinstance(run.error, UserInputError):
+        # The embedding service failed (an outage, a wrong URL): the old tree stays; say why.
+        raise ServiceUnavailableError(
+            f"The tree is valid but embedding it failed: {run.error}. Nothing was replaced; apply "
+            "the tree again later."
+        ) from None
     if run.error is not None:
-        raise run.error
+        raise run.error  # a UserInputError (e.g. a model of the wrong size) says what to set
     _remember_tree(document, tree_json=_tree_json_or_none(tree, chunks))
     document.refresh_from_db()
     return run.job
+
+
+def tree_summary(*, document: Document, job: IngestionJob) -> dict[str, Any]:
+    """What `apply-tree` answers: the saved tree in outline (every surface the same)."""
+    nodes = Node.objects.filter(document=document)
+    return {
+        "document_id": document.pk,
+        "job_id": job.pk,
+        "status": document.status,
+        "builder": document.builder,
+        "embedding_model": document.embedding_model,
+        "nodes": nodes.count(),
+        "leaves": nodes.filter(kind=Node.Kind.LEAF).count(),
+        "sections": tree_outline(document),
+    }
 
 
 def _claimed_agent_job(document: Document) -> IngestionJob:
@@ -223,9 +378,11 @@ def _claimed_agent_job(document: Document) -> IngestionJob:
         )
         if pending is not None and pending.status == IngestionJob.Status.RUNNING:
             # One build per document at a time (job_one_unfinished_per_document).
-            raise ConflictError(
+            raise AgentConflictError(
                 f"Document {document.pk} is being indexed now (job {pending.pk}); wait until it "
-                "finishes and run apply-tree again."
+                "finishes and apply the tree again.",
+                document_id=document.pk,
+                next_step=AgentStep.APPLY_TREE,
             )
         if pending is None:
             pending = IngestionJob.objects.create(
@@ -238,9 +395,11 @@ def _claimed_agent_job(document: Document) -> IngestionJob:
     job = job_claim(document_id=document.pk)
     if job is None or job.pk != pending.pk:
         # Another ingestion of this document was started at the same moment; do not race it.
-        raise ConflictError(
-            f"Another ingestion of document {document.pk} started meanwhile; wait for it and run "
-            "apply-tree again."
+        raise AgentConflictError(
+            f"Another ingestion of document {document.pk} started meanwhile; wait for it and apply "
+            "the tree again.",
+            document_id=document.pk,
+            next_step=AgentStep.APPLY_TREE,
         )
     return job
 
@@ -254,14 +413,7 @@ def _tree_json_or_none(tree: Any, chunks: Sequence[Span]) -> dict[str, Any] | No
 
 
 def _remember_tree(document: Document, *, tree_json: dict[str, Any] | None) -> None:
-    with transaction.atomic():
-        locked = Document.objects.select_for_update().get(pk=document.pk)
-        metadata = dict(locked.metadata or {})
-        state = dict(metadata.get(METADATA_KEY) or {})
-        state["tree"] = tree_json
-        state["tree_saved"] = timezone.now().isoformat()
-        metadata[METADATA_KEY] = state
-        Document.objects.filter(pk=document.pk).update(metadata=metadata)
+    AgentState.objects.filter(document_id=document.pk).update(tree=tree_json, tree_saved=timezone.now())
 
 
 def tree_outline(document: Document) -> list[dict[str, Any]]:
@@ -303,7 +455,8 @@ def tree_outline(document: Document) -> list[dict[str, Any]]:
 # -- what the agent is told -----------------------------------------------------------------------
 
 
-def plan_instructions(document_id: int) -> dict[str, Any]:
+def plan_instructions() -> dict[str, Any]:
+    """What the agent does after `plan`; each surface adds how to send the markers ("next")."""
     return {
         "task": (
             "Read the document yourself and split it into chunks at discourse boundaries (headings, "
@@ -318,16 +471,12 @@ def plan_instructions(document_id: int) -> dict[str, Any]:
             "a phrase that repeats resolves to its next occurrence. The text before the first marker "
             "is chunk 0; a marker at the very start of the text simply starts chunk 0."
         ),
-        "markers_file": (
-            'Either JSON {"markers": ["opening words of chunk", ...]} matching markers_schema, or plain '
-            "text with one marker per line. Use - instead of a file name to pass it on standard input."
-        ),
         "markers_schema": MARKERS_JSON_SCHEMA,
-        "next": f"openfable apply-chunks {document_id} markers.json",
     }
 
 
-def tree_instructions(document_id: int, chunk_count: int) -> dict[str, Any]:
+def tree_instructions(chunk_count: int) -> dict[str, Any]:
+    """What the agent does after `apply-chunks`; each surface adds how to send the tree ("next")."""
     return {
         "task": (
             "Build the document's table of contents as a tree over the chunk indexes above: sections "
@@ -344,5 +493,4 @@ def tree_instructions(document_id: int, chunk_count: int) -> dict[str, Any]:
             "The root's title and summary describe the whole document.",
         ],
         "tree_schema": TREE_JSON_SCHEMA,
-        "next": f"openfable apply-tree {document_id} tree.json",
     }

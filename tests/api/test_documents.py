@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -9,7 +10,9 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from documents.models import Document, IngestionJob, Node
+from documents.services.jobs import job_run_now
 from tests.api.conftest import GUIDE, People
+from tests.cli import run_openfable
 
 pytestmark = pytest.mark.django_db
 
@@ -325,3 +328,68 @@ def test_query_answers_in_the_original_shape_with_the_full_result(people: People
         }
     assert body["documents"][0]["document_id"] == indexed.pk
     assert body["result"]["token_budget"] == 100 and body["result"]["paths_run"]
+
+
+# -- the agent path's working state is not the user's metadata ------------------------------------
+
+AGENT_TREE = {
+    "title": "Field guide",
+    "summary": "How volcanoes form and erupt.",
+    "sections": [
+        {"title": "Introduction", "summary": "What the guide covers.", "chunks": [0], "sections": []},
+        {"title": "Formation", "summary": "Magma reaching the surface.", "chunks": [1], "sections": []},
+        {"title": "Eruptions", "summary": "Gentle and explosive.", "chunks": [2], "sections": []},
+    ],
+}
+
+
+def _planned_and_chunked(people: People, tmp_path: Any) -> int:
+    guide = tmp_path / "guide.md"
+    guide.write_text(GUIDE)
+    markers = tmp_path / "markers.txt"
+    markers.write_text("## Formation\n## Eruptions\n")
+    status, planned = run_openfable("plan", str(guide), "--collection", people.collection.slug)
+    assert status == 0, planned
+    status, chunked = run_openfable("apply-chunks", str(planned["document_id"]), str(markers))
+    assert status == 0 and chunked["chunk_count"] == 3, chunked
+    return int(planned["document_id"])
+
+
+def test_a_metadata_patch_between_apply_chunks_and_apply_tree_keeps_the_chunks(
+    people: People, tmp_path: Any
+) -> None:
+    document_id = _planned_and_chunked(people, tmp_path)
+    client = people.client(people.owner)
+    patched = client.patch(
+        f"{API}/documents/{document_id}", {"metadata": {"source": "field notes"}}, format="json"
+    )
+    assert patched.status_code == 200 and patched.json()["metadata"] == {"source": "field notes"}
+
+    tree = tmp_path / "tree.json"
+    tree.write_text(json.dumps(AGENT_TREE))
+    status, saved = run_openfable("apply-tree", str(document_id), str(tree))
+    assert status == 0, saved
+    assert saved["builder"] == "agent" and saved["leaves"] == 3
+    shown = client.get(f"{API}/documents/{document_id}?meta_only=true").json()
+    assert shown["metadata"] == {"source": "field notes"}  # the agent's state is not shown as the user's
+
+
+def test_a_rest_reindex_by_another_builder_takes_a_document_out_of_the_agent_path(
+    people: People, tmp_path: Any
+) -> None:
+    document_id = _planned_and_chunked(people, tmp_path)
+    response = people.client(people.owner).post(
+        f"{API}/documents/{document_id}/reindex", {"builder": "structural"}, format="json"
+    )
+    assert response.status_code == 202
+    run = job_run_now(document_id=document_id)
+    assert run is not None and run.succeeded
+    markers = tmp_path / "again.txt"
+    markers.write_text("## Eruptions\n")
+    status, refused = run_openfable("apply-chunks", str(document_id), str(markers))
+    assert status == 1 and refused["code"] == "not_in_agent_path"
+    assert refused["error"] == (
+        f"Document {document_id} is not in the agent path: its tree was built by the structural builder. "
+        "Plan its text first (the same text in the same collection is this document); its tree keeps "
+        "serving queries until the agent's replaces it. Next: `openfable plan PATH --collection SLUG`."
+    )

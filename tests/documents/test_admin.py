@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from django.urls import reverse
 
 from documents.models import Document, IngestionJob, Node
 from documents.selectors import corpus_version
+from tests.cli import run_openfable
 from tests.factories import CollectionFactory, DocumentFactory, IngestionJobFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db
@@ -236,3 +238,41 @@ def test_a_file_added_in_the_admin_keeps_its_original_and_is_read_by_the_job(
     )
     assert old.status_code == 200 and "save it as .docx or PDF" in old.content.decode()
     assert Document.objects.count() == 1
+
+
+def test_an_admin_save_between_apply_chunks_and_apply_tree_keeps_the_chunks(
+    admin_client: Client, tmp_path: Any
+) -> None:
+    text = "# Tides\n\nHigh tide comes twice a day.\n\n## Moon\n\nThe moon pulls the water.\n"
+    (tmp_path / "tides.md").write_text(text)
+    (tmp_path / "markers.txt").write_text("## Moon\n")
+    status, planned = run_openfable("plan", str(tmp_path / "tides.md"))
+    assert status == 0, planned
+    document_id = planned["document_id"]
+    assert run_openfable("apply-chunks", str(document_id), str(tmp_path / "markers.txt"))[0] == 0
+
+    response = admin_client.post(
+        reverse("admin:documents_document_change", args=[document_id]),
+        {
+            "title": "Tides",
+            "tags_text": "",
+            "metadata": '{"k": 1}',
+            **{
+                f"{inline}-{count}_FORMS": 0 for inline in ("jobs", "nodes") for count in ("TOTAL", "INITIAL")
+            },
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+
+    tree = {
+        "title": "Tides",
+        "summary": "Tides and the moon.",
+        "sections": [
+            {"title": "Tides", "summary": "Twice a day.", "chunks": [0], "sections": []},
+            {"title": "Moon", "summary": "It pulls the water.", "chunks": [1], "sections": []},
+        ],
+    }
+    (tmp_path / "tree.json").write_text(json.dumps(tree))
+    status, saved = run_openfable("apply-tree", str(document_id), str(tmp_path / "tree.json"))
+    assert status == 0, saved
+    assert saved["leaves"] == 2 and Document.objects.get(pk=document_id).metadata == {"k": 1}

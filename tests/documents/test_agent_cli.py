@@ -22,9 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from documents.ingestion.tree_schema import MARKERS_JSON_SCHEMA, TREE_JSON_SCHEMA
-from documents.models import Document, IngestionJob, Node
-from documents.services.agent import METADATA_KEY, agent_apply_chunks, agent_apply_tree, parse_markers_file
+from documents.models import AgentState, Document, IngestionJob, Node
+from documents.services.agent import agent_apply_chunks, agent_apply_tree, agent_plan, parse_markers_file
 from documents.services.documents import document_create
+from documents.services.jobs import job_run_now
 from tests.cli import run_openfable as run
 from tests.conftest import REPO_ROOT
 from tests.factories import CollectionFactory
@@ -128,7 +129,8 @@ def test_plan_chunks_and_tree_save_an_agent_tree_whose_leaves_are_exact_slices(t
     # The job plan created is the one that ran: nothing is left queued.
     jobs = IngestionJob.objects.filter(document=document)
     assert [(job.status, job.builder_requested) for job in jobs] == [("succeeded", "agent")]
-    assert document.metadata[METADATA_KEY]["tree"] == TREE
+    assert AgentState.objects.get(document=document).tree == TREE
+    assert "agent" not in document.metadata  # the working state is not the user's metadata
 
 
 @pytest.mark.django_db
@@ -140,8 +142,12 @@ def test_a_marker_that_is_not_in_the_text_is_named_with_the_offset_searched_from
     assert status == 1
     after = TEXT.index("## Eruptions") + 1
     assert "'## Formation'" in answer["error"] and f"after character {after}" in answer["error"]
-    assert "apply-chunks again" in answer["error"]
-    assert METADATA_KEY not in Document.objects.get(pk=planned["document_id"]).metadata
+    assert answer["error"].endswith(
+        f"Fix that marker and apply the markers again. Next: `openfable apply-chunks {planned['document_id']} "
+        "markers.json`."
+    )
+    assert answer["details"]["next_step"] == "apply_chunks"
+    assert AgentState.objects.get(document_id=planned["document_id"]).chunks == []
 
 
 @pytest.mark.django_db
@@ -185,7 +191,10 @@ def test_a_tree_with_missing_or_repeated_chunks_is_refused_with_the_indexes(tmp_
     assert status == 1
     assert "chunk(s) 1 appear more than once" in answer["error"]
     assert "chunk(s) 2 are missing" in answer["error"]
-    assert "apply-tree again" in answer["error"]
+    assert (
+        f"Fix the tree and apply it again. Next: `openfable apply-tree {document_id} tree.json`."
+        in (answer["error"])
+    )
     invented = json.loads(json.dumps(TREE))
     invented["sections"][0]["chunks"] = [0, 7]
     status, answer = run("apply-tree", str(document_id), write(tmp_path, "tree.json", invented))
@@ -200,6 +209,37 @@ def test_apply_tree_before_apply_chunks_says_to_run_apply_chunks(tmp_path: Path)
     status, answer = run("apply-tree", str(planned["document_id"]), write(tmp_path, "tree.json", TREE))
     assert status == 1
     assert f"apply-chunks {planned['document_id']}" in answer["error"]
+
+
+@pytest.mark.django_db
+def test_agent_steps_on_a_structural_document_are_refused_until_it_is_planned(tmp_path: Path) -> None:
+    collection = CollectionFactory.create()
+    document = document_create(
+        collection=collection, content=TEXT, builder="structural", queue=False
+    ).document
+    run_ = job_run_now(document_id=document.pk)
+    assert run_ is not None and run_.succeeded
+    metadata_before = Document.objects.get(pk=document.pk).metadata
+    markers = write(tmp_path, "markers.json", MARKERS)
+    for command, file in (("apply-chunks", markers), ("apply-tree", write(tmp_path, "tree.json", TREE))):
+        status, answer = run(command, str(document.pk), file)
+        assert status == 1 and answer["code"] == "not_in_agent_path", answer
+        assert answer["error"].startswith(
+            f"Document {document.pk} is not in the agent path: its tree was built by the structural builder."
+        )
+        assert answer["error"].endswith("Next: `openfable plan PATH --collection SLUG`.")
+        assert answer["details"] == {"document_id": document.pk, "next_step": "plan"}
+    document.refresh_from_db()
+    assert document.metadata == metadata_before and document.builder == "structural"
+    assert not AgentState.objects.exists()
+
+    # Planning the same text hands that document to the agent: its steps run, and the agent's
+    # tree replaces the structural one.
+    status, planned = run("plan", write(tmp_path, "guide.md", TEXT), "--collection", collection.slug)
+    assert status == 0 and planned["document_id"] == document.pk and planned["created"] is False
+    assert run("apply-chunks", str(document.pk), markers)[0] == 0
+    status, saved = run("apply-tree", str(document.pk), write(tmp_path, "tree.json", TREE))
+    assert status == 0 and saved["builder"] == "agent", saved
 
 
 @pytest.mark.django_db
@@ -251,9 +291,9 @@ def test_running_a_step_again_replaces_its_result(tmp_path: Path) -> None:
         "apply-chunks", str(document_id), write(tmp_path, "m2.json", {"markers": ["## Eruptions"]})
     )
     assert status == 0 and chunked["chunk_count"] == 2
-    state = Document.objects.get(pk=document_id).metadata[METADATA_KEY]
-    assert state["chunks"] == [[0, TEXT.index("## Eruptions")], [TEXT.index("## Eruptions"), len(TEXT)]]
-    assert "tree" not in state
+    state = AgentState.objects.get(document_id=document_id)
+    assert state.chunks == [[0, TEXT.index("## Eruptions")], [TEXT.index("## Eruptions"), len(TEXT)]]
+    assert state.tree is None
     assert set(Node.objects.filter(document_id=document_id).values_list("pk", flat=True)) == second_ids
     status, answer = run("apply-tree", str(document_id), tree_file)  # 3 chunks named, 2 exist
     assert status == 1 and "unknown chunk index(es) 2" in answer["error"]
@@ -345,9 +385,7 @@ def _sections(data: st.DataObject, count: int, first: int, depth: int) -> list[d
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=_texts, data=st.data())
 def test_agent_leaves_partition_the_document_exactly(text: str, data: st.DataObject) -> None:
-    document = document_create(
-        collection=CollectionFactory.create(), content=text, builder="agent", queue=False
-    ).document
+    document = agent_plan(collection=CollectionFactory.create(), content=text).document
     words = [(match.start(), match.end()) for match in re.finditer(r"\S+", text)]
     picked = sorted(data.draw(st.sets(st.integers(0, len(words) - 1), max_size=8)))
     markers = []

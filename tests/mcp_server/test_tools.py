@@ -8,6 +8,8 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult
 
+from documents.services.documents import document_create
+from documents.services.jobs import job_run_now
 from mcp_server.tools import TOOL_NAMES
 from tests.mcp_server.conftest import GUIDE, TRANSPORTS, Person, connect, run_async
 
@@ -194,7 +196,12 @@ def test_user_errors_come_back_as_tool_errors_with_the_services_message(
             wrong = await client.call_tool(
                 "apply_chunks", {"document_id": document_id, "markers": ["## Nowhere in the text"]}
             )
-            assert wrong.is_error and "Fix that marker and call apply_chunks again" in _text(wrong)
+            assert wrong.is_error and _text(wrong).endswith(
+                f"Fix that marker and apply the markers again. Next: Call apply_chunks with "
+                f"document_id={document_id} and markers: the opening words of each chunk, in document order."
+            )
+            assert wrong.structured_content is not None
+            assert wrong.structured_content["error"]["details"]["next_step"] == "apply_chunks"
             assert "Traceback" not in _text(wrong)
 
             await _call(client, "apply_chunks", document_id=document_id, markers=["## Formation"])
@@ -202,9 +209,41 @@ def test_user_errors_come_back_as_tool_errors_with_the_services_message(
                 "apply_tree",
                 {"document_id": document_id, "tree": {"title": "T", "summary": "S", "sections": []}},
             )
-            assert bad_tree.is_error and "Fix the tree and call apply_tree again" in _text(bad_tree)
+            assert bad_tree.is_error and "Fix the tree and apply it again. Next: Call apply_tree" in _text(
+                bad_tree
+            )
 
     run_async(scenario)
+
+
+def test_agent_steps_on_a_document_another_builder_made_are_refused(live_url: str, person: Person) -> None:
+    document = document_create(
+        collection=person.collection, content=GUIDE, builder="structural", queue=False
+    ).document
+    run = job_run_now(document_id=document.pk)
+    assert run is not None and run.succeeded
+
+    async def scenario() -> None:
+        async with connect(live_url, "streamable-http", person.key) as client:
+            refused = await client.call_tool(
+                "apply_chunks", {"document_id": document.pk, "markers": ["## Formation"]}
+            )
+            assert refused.is_error
+            assert f"Document {document.pk} is not in the agent path" in _text(refused)
+            assert "structural builder" in _text(refused) and "Next: Call plan_document" in _text(refused)
+            assert refused.structured_content is not None
+            assert refused.structured_content["error"]["code"] == "not_in_agent_path"
+            early = await client.call_tool("apply_tree", {"document_id": document.pk, "tree": {"title": "x"}})
+            assert early.is_error and "not in the agent path" in _text(early)
+            # Planning the same text hands that document to the agent; its steps then run.
+            planned = await _call(client, "plan_document", text=GUIDE, collection="volcanoes")
+            assert planned["document_id"] == document.pk and planned["created"] is False
+            chunked = await _call(client, "apply_chunks", document_id=document.pk, markers=["## Formation"])
+            assert chunked["chunk_count"] == 2
+
+    run_async(scenario)
+    document.refresh_from_db()
+    assert "agent" not in document.metadata and document.builder == "structural"
 
 
 def test_a_strangers_documents_read_as_absent(live_url: str, person: Person, eager_tasks: None) -> None:
