@@ -36,7 +36,7 @@ from documents.services.documents import (
 )
 from documents.services.review import document_review
 from documents.services.sharing import invitation_accept, invitation_decline
-from openfable.errors import NotFoundError, PermissionDeniedError, UserInputError
+from openfable.errors import NotFoundError, OpenFableError, PermissionDeniedError, UserInputError
 from openfable.http import HtmxHttpRequest
 from openfable.llm import llm_configured
 
@@ -322,7 +322,7 @@ def document_edit(request: HtmxHttpRequest, pk: int, operation: str) -> HttpResp
             result = _apply(request, operation, node, form, version)
             created = getattr(result, "created", None)
             selected = created[0] if operation == "group" and created else node.pk
-    except UserInputError as error:
+    except OpenFableError as error:  # a refusal, or the model failing to write a summary (503)
         messages.error(request, str(error))
     else:
         messages.success(request, _DONE.get(operation, "Saved."))

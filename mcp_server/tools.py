@@ -3,19 +3,23 @@ answers a JSON object (``mcp_server.render``).
 
 What a tool does is synchronous ORM code (``mcp_server.actions``) run through
 ``mcp_server.sync.run_sync``; the async function registered with the SDK declares the arguments
-(their JSON schema is what an agent reads) and maps errors once: a ``UserInputError`` becomes an ``isError`` result carrying the service's
-message and ``{"error": {"code", "message", "details"}}`` as structured content, like the other
-surfaces' error body. Anything else the SDK logs with its traceback and reports to the client as
-a bare "Error executing tool <name>": never the traceback, never the exception's text.
+(their JSON schema is what an agent reads) and maps errors once: an ``OpenFableError`` (a user's
+mistake, or a service not answering; a lost database reads as the REST API's 503 error) becomes
+an ``isError`` result carrying the service's message and ``{"error": {"code", "message",
+"details"}}`` as structured content, like the other surfaces' error body. Anything else the SDK
+logs with its traceback and reports to the client as a bare "Error executing tool <name>": never
+the traceback, never the exception's text.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import logging
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
+from django.db import OperationalError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -24,8 +28,11 @@ from pydantic import Field
 from mcp_server import actions
 from mcp_server.security import TokenUser
 from mcp_server.sync import run_sync
-from openfable.errors import UserInputError
+from openfable.errors import OpenFableError
+from openfable.http import DATABASE_UNAVAILABLE
 from openfable.rate_limit import rate_limit_check
+
+logger = logging.getLogger(__name__)
 
 # What every tool returns: a CallToolResult whose structured content is a JSON object.
 Answer = Annotated[CallToolResult, dict[str, Any]]
@@ -366,14 +373,21 @@ async def _answer(ctx: Context, work: Callable[..., dict[str, Any]], /, **argume
         # Each call counts against the user's request rate, the same count as the REST API's.
         await run_sync(rate_limit_check, user=user)
         data = await run_sync(work, user=user, **arguments)
-    except UserInputError as error:
+    except OperationalError as lost:
+        # The database is down or restarting: the same answer as the REST API's 503, not a crash.
+        logger.warning("database unavailable for the MCP tool %s: %s", work.__name__, lost)
+        error: OpenFableError = DATABASE_UNAVAILABLE
+    except OpenFableError as caught:
+        error = caught
+    else:
         return CallToolResult(
-            content=[TextContent(type="text", text=error.message)],
-            structured_content=error.to_dict(),
-            is_error=True,
+            content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))],
+            structured_content=data,
         )
     return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))], structured_content=data
+        content=[TextContent(type="text", text=error.message)],
+        structured_content=error.to_dict(),
+        is_error=True,
     )
 
 

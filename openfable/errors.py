@@ -1,10 +1,15 @@
-"""The one error type for mistakes a user can fix, and its one JSON shape.
+"""The project's error family: one base, two kinds, and one JSON shape.
 
-Every "you can fix this" error in the project subclasses ``UserInputError`` (bad document text,
-an unknown collection, a budget out of range, an agent's tree that does not validate, an
-embedding model of the wrong size, ...). Its message says what was wrong and what to do.
-Each surface maps it once: the command line prints ``{"error": ...}`` and exits 1; HTTP answers
-``status`` with ``{"error": {"code", "message", "details"}}`` (``openfable.http``).
+``OpenFableError`` is what every surface maps, once: the command line prints
+``{"error": ...}`` and exits 1; HTTP answers ``status`` with
+``{"error": {"code", "message", "details"}}`` (``openfable.http``); an MCP tool returns it as a
+tool error (``mcp_server.tools``). Its message says what was wrong and what to do. Two kinds:
+
+- ``UserInputError`` (4xx): the caller can change something and succeed: bad document text,
+  an unknown collection, a budget out of range, an agent's tree that does not validate, an
+  embedding model of the wrong size, a refusal (403), too many tries (429), ...
+- ``ServiceUnavailableError`` (503): a part the request needs (the database, the model) is not
+  answering; the same request may succeed later, nothing the caller sent was wrong.
 
 Pure Python, no Django: the pure ingestion modules raise these too.
 """
@@ -15,11 +20,12 @@ from collections.abc import Mapping
 from typing import Any
 
 
-class UserInputError(ValueError):
-    """Input a user can fix. ``code`` is stable for programs; the message is for people."""
+class OpenFableError(Exception):
+    """An error with an answer for people and programs. ``code`` is stable for programs; the
+    message is for people. Raise one of the two kinds below, not this."""
 
-    status = 400
-    code = "invalid_input"
+    status = 500
+    code = "error"
 
     def __init__(self, message: str, *, code: str | None = None, details: Mapping[str, Any] | None = None):
         super().__init__(message)
@@ -36,6 +42,21 @@ class UserInputError(ValueError):
         return {"error": {"code": self.code, "message": self.message, "details": self.details}}
 
 
+class UserInputError(OpenFableError, ValueError):
+    """Input a user can fix (a 4xx): the message says what to change."""
+
+    status = 400
+    code = "invalid_input"
+
+
+class ServiceUnavailableError(OpenFableError):
+    """A part the request needs (the database, the broker, the model) is not reachable or failed;
+    try again later. Not the caller's doing, so not a ``UserInputError``."""
+
+    status = 503
+    code = "unavailable"
+
+
 class NotFoundError(UserInputError):
     """The thing asked for does not exist, or this user may not see it (never say which)."""
 
@@ -48,13 +69,6 @@ class ConflictError(UserInputError):
 
     status = 409
     code = "conflict"
-
-
-class ServiceUnavailableError(UserInputError):
-    """A part the request needs (the database, the broker) is not reachable; try again later."""
-
-    status = 503
-    code = "unavailable"
 
 
 class PermissionDeniedError(UserInputError):

@@ -1,4 +1,4 @@
-"""The HTTP mapping of ``openfable.errors.UserInputError``: one place, one shape.
+"""The HTTP mapping of ``openfable.errors.OpenFableError`` (4xx and 503 alike): one place, one shape.
 
 Pages render ``error.html`` with the error's status and message; requests that want JSON (the
 REST API, htmx calls asking for JSON, anything sending ``Accept: application/json``) get
@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
-from openfable.errors import ServiceUnavailableError, TooManyAttemptsError, UserInputError
+from openfable.errors import OpenFableError, ServiceUnavailableError, TooManyAttemptsError
 
 logger = logging.getLogger(__name__)
 DATABASE_UNAVAILABLE = ServiceUnavailableError(
@@ -32,14 +32,14 @@ def wants_json(request: HttpRequest) -> bool:
     return request.path.startswith(API_PREFIX) or "application/json" in request.headers.get("Accept", "")
 
 
-def user_error_response(request: HttpRequest, error: UserInputError) -> HttpResponse:
+def error_response(request: HttpRequest, error: OpenFableError) -> HttpResponse:
     if wants_json(request):
         return JsonResponse(error.to_dict(), status=error.status)
     return render(request, "error.html", {"error": error}, status=error.status)
 
 
-class UserInputErrorMiddleware:
-    """Turn a ``UserInputError`` escaping a view into its 4xx answer, never a 500."""
+class OpenFableErrorMiddleware:
+    """Turn an ``OpenFableError`` escaping a view into its answer (4xx or 503), never a 500."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -48,12 +48,12 @@ class UserInputErrorMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if isinstance(exception, UserInputError):
-            return user_error_response(request, exception)
+        if isinstance(exception, OpenFableError):
+            return error_response(request, exception)
         if isinstance(exception, OperationalError):
             # The database is down or restarting: say so fast, as a 503, not a traceback page.
             logger.warning("database unavailable for %s: %s", request.path, exception)
-            return user_error_response(request, DATABASE_UNAVAILABLE)
+            return error_response(request, DATABASE_UNAVAILABLE)
         if request.path.startswith(API_PREFIX):
             # A bug, not the user's doing: logged with its traceback here (Django's own log of it
             # is skipped once this answers), and the API's JSON shape, not the site's 500 page.
@@ -88,7 +88,7 @@ def drf_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
     if isinstance(exc, OperationalError):
         logger.warning("database unavailable: %s", exc)
         exc = DATABASE_UNAVAILABLE
-    if isinstance(exc, UserInputError):
+    if isinstance(exc, OpenFableError):
         return Response(exc.to_dict(), status=exc.status)
     response = exception_handler(exc, context)
     if response is None:
@@ -116,7 +116,7 @@ def login_lockout_response(request: HttpRequest, *args: Any) -> HttpResponse:
         "or ask an administrator to unlock it (Admin → Access attempts).",
         details={"retry_after_seconds": settings.LOGIN_COOLOFF_SECONDS},
     )
-    response = user_error_response(request, error)
+    response = error_response(request, error)
     response["Retry-After"] = str(settings.LOGIN_COOLOFF_SECONDS)
     return response
 

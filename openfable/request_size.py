@@ -16,7 +16,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from openfable.errors import PayloadTooLargeError
-from openfable.http import user_error_response
+from openfable.http import error_response
 
 
 class RequestSizeMiddleware:
@@ -26,7 +26,7 @@ class RequestSizeMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         limit = body_limit(request)
         if limit is not None and (size := _body_size(request)) > limit:
-            return user_error_response(request, too_large(size, limit=limit))
+            return error_response(request, too_large(size, limit=limit))
         return self.get_response(request)
 
 

@@ -80,7 +80,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "openfable.http.UserInputErrorMiddleware",
+    "openfable.http.OpenFableErrorMiddleware",
     # Last, as django-axes asks: it turns a sign-in refused for too many failures into the 429 page.
     "axes.middleware.AxesMiddleware",
 ]

@@ -40,7 +40,7 @@ from openfable.embeddings import (
     dimensions_mismatch,
     get_embedder,
 )
-from openfable.errors import UserInputError
+from openfable.errors import OpenFableError
 from openfable.tokens import count_tokens
 
 logger = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ def job_run_now(
     except retryable:
         raise
     except Exception as error:
-        if not isinstance(error, UserInputError):
+        if not isinstance(error, OpenFableError):
             logger.exception("document %s: ingestion failed", document_id)
         job_fail(job=job, error=error_text(error))
         return _ended(job, error)
@@ -187,8 +187,8 @@ def _ended(job: IngestionJob, error: Exception | None) -> JobRun | None:
 
 
 def error_text(error: BaseException) -> str:
-    """How a failure reads on the job: a user's error as its message, anything else with its type."""
-    return str(error) if isinstance(error, UserInputError) else f"{type(error).__name__}: {error}"
+    """How a failure reads on the job: one of ours as its message, anything else with its type."""
+    return str(error) if isinstance(error, OpenFableError) else f"{type(error).__name__}: {error}"
 
 
 def document_index(

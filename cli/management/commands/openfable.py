@@ -1,9 +1,10 @@
 """`manage.py openfable <subcommand>`: OpenFable's JSON command line (also the `openfable` script).
 
-Each subcommand prints exactly one JSON object on stdout (benchmarks print tables). A mistake
-a user can fix (``openfable.errors.UserInputError``, which every such error subclasses) prints
-{"error": "...", "code": "..."} and exits with status 1; so does a database that cannot be
-reached or was never migrated, with one sentence saying what to do. Never a traceback.
+Each subcommand prints exactly one JSON object on stdout (benchmarks print tables). Any of the
+project's errors (``openfable.errors.OpenFableError``: a mistake a user can fix, or a service
+that is not answering) prints {"error": "...", "code": "..."} and exits with status 1; so does a
+database that cannot be reached or was never migrated, with one sentence saying what to do.
+Never a traceback.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from cli import backup as backup_cli
 from cli import corpus as corpus_cli
 from cli import documents as documents_cli
 from cli import retrieval as retrieval_cli
-from openfable.errors import ServiceUnavailableError, UserInputError
+from openfable.errors import OpenFableError, ServiceUnavailableError
 
 # Each `register(subparsers)` adds parsers that set `handler=callable(options)`, returning a dict
 # (printed as one JSON object) or the text of a table. The benchmarks are not here: they are a
@@ -54,7 +55,7 @@ class Command(BaseCommand):
                 result = handler(options)
             except DatabaseError as error:  # the database went away while the command ran
                 raise _unavailable(error) from None
-        except UserInputError as error:
+        except OpenFableError as error:
             answer: dict[str, Any] = {"error": str(error), "code": error.code}
             if error.details:
                 answer["details"] = error.details
