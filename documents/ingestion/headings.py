@@ -28,6 +28,7 @@ class Heading:
     line_start: bool = True
     has_body: bool = True  # prose follows before the next numbered heading (not a contents line)
     label: str = ""  # the number of a numbered heading ("4.1", "ARTICLE IV")
+    first_subclause: bool = False  # "2.1" right after the title of "2. SUPPLY", on its line
 
 
 def word_set(text: str) -> frozenset[str]:
@@ -184,6 +185,7 @@ def _numbered_candidates(text: str, claimed: set[int]) -> list[Heading]:
             continue  # "... by I. Ward": bare roman numerals only count at the start of a line
         candidate = _numbered_heading(text, match, line_start is not None)
         if candidate is not None:
+            candidate.first_subclause = not placed
             # "**IV. Charge**", "## 2. Setup": the node starts with the line, markup included.
             candidate.start = match.start() if line_start is None else line_start
             candidates.append(candidate)
@@ -407,6 +409,22 @@ def _validated_numbering(text: str, candidates: list[Heading]) -> list[Heading]:
 
 
 def _drop_tables_of_contents(candidates: list[Heading]) -> list[Heading]:
+    """Drop runs of candidates too close together to hold text: a table of contents.
+
+    A first subclause sits right after its parent's title by nature ("7. CONFORMITY 7.1 ..."): it
+    is no entry of its own in such a run, and goes wherever its parent goes."""
+    kept = {id(c) for c in _drop_close_runs([c for c in candidates if not c.first_subclause])}
+    result: list[Heading] = []
+    for candidate in candidates:
+        if candidate.first_subclause:
+            if result and id(result[-1]) in kept and result[-1].path == candidate.path[:-1]:
+                result.append(candidate)
+        elif id(candidate) in kept:
+            result.append(candidate)
+    return result
+
+
+def _drop_close_runs(candidates: list[Heading]) -> list[Heading]:
     close = [
         index + 1 < len(candidates) and candidates[index + 1].start - c.start < _TOC_GAP_CHARS
         for index, c in enumerate(candidates)
