@@ -1,34 +1,7 @@
-"""The one client for LLM calls: structured JSON completions through litellm.
+"""The client: one structured JSON completion (or many at once) through litellm.
 
-Everything an LLM step needs goes through :class:`LLMClient`: one place for the model name, the
-timeout, retries (our own loop, see ``openfable.retry``), a bound on concurrent calls, a response
-cache and cost accounting. Callers send messages plus a JSON schema and get parsed JSON back, or
-an :class:`LLMError` subclass they can catch to fall back to the non-LLM path. :class:`LLMUsage`
-is the one record of calls, tokens and cost that every LLM step (indexing and retrieval) sums.
-
-The default response cache is :class:`DatabaseLLMCache`, one row per answer in
-``openfable.models.LLMCacheEntry`` (a table ``migrate`` makes).
-
-Servers as people run them (``openfable.llm_endpoints``): a server that refuses ``json_schema``
-structured output (llama-cpp-python does, with an HTTP 500) is asked again at once with
-``json_object`` and the schema in the prompt; that is learned once per model and base URL, kept
-for the process and stored beside the cached answers, so web and workers share it. Errors that a
-retry cannot heal are not retried. After ``breaker_threshold`` failed requests in a row (whoever
-made them) the endpoint cools down for ``cooldown_s``. A client made with ``respect_cooldown``
-(retrieval's: a query has the vector paths to fall back on at once) then raises
-:class:`LLMCoolingDownError` without a request, and its first call after the cool-down is one
-trial request; other clients (ingestion, summary regeneration: a person is waiting for a tree or a
-summary, and a fallback there lasts) still try, and their success ends the cool-down for all.
-
-litellm is imported lazily (``import_litellm``) because importing it takes seconds; the web process
-and commands that never call a model should not pay for it.
-
-Model names. Without ``base_url`` the model goes to litellm as given (``gpt-4o-mini``,
-``anthropic/claude-sonnet-4-5``, ``ollama/llama3.1``...). With ``base_url`` (any OpenAI-compatible
-server: vLLM, llama.cpp, LM Studio, a proxy) litellm needs the ``openai/`` provider prefix plus
-``api_base``; a plain name such as ``smollm2`` or ``meta-llama/Llama-3.1-8B`` is therefore sent as
-``openai/smollm2``. Names that already start with a litellm provider (``openai/``, ``hosted_vllm/``,
-``ollama/``...) are left alone.
+See the package docstring (``openfable.llm``) for what it does about timeouts, retries, the
+response formats a server takes, the cool-down after repeated failures, and the cache.
 """
 
 from __future__ import annotations
@@ -38,16 +11,25 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
+from openfable.llm.cache import CACHE_KEY_PREFIX, FORMAT_KEY_PREFIX, CacheLike, DatabaseLLMCache
+from openfable.llm.calls import LLMRequest, LLMResult
+from openfable.llm.config import LLMConfig
+from openfable.llm.errors import (
+    LLMCoolingDownError,
+    LLMError,
+    LLMOutputError,
+    LLMRequestError,
+    LLMUnavailableError,
+)
+from openfable.llm.json_output import parse_json_output
+from openfable.llm.litellm_setup import PLACEHOLDER_API_KEY, import_litellm, litellm_model_name
 from openfable.llm_endpoints import (
     FORMATS,
     CoolDown,
@@ -61,157 +43,9 @@ from openfable.llm_endpoints import (
     response_format_for,
     with_schema_instruction,
 )
-from openfable.retry import RetryPolicy, call_with_retries, describe_failure, is_transient, status_code_of
+from openfable.retry import call_with_retries, describe_failure, is_transient, status_code_of
 
 logger = logging.getLogger(__name__)
-
-_CACHE_KEY_PREFIX = "openfable:llm:v1:"
-# The response format an endpoint was found to take, stored beside the answers (see _store_format).
-_FORMAT_KEY_PREFIX = "openfable:llm-format:v1:"
-# Servers for local models rarely need a key, but the openai SDK refuses to send a request without
-# one; this placeholder also keeps a real OPENAI_API_KEY from the environment away from them.
-_PLACEHOLDER_API_KEY = "not-needed"
-
-_litellm_setup_lock = threading.Lock()
-_litellm_configured = False
-
-
-def import_litellm() -> ModuleType:
-    """Import and configure litellm once, offline."""
-    global _litellm_configured
-    # Without this, importing litellm fetches the model cost map from GitHub (and waits on it).
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    if not _litellm_configured:
-        with _litellm_setup_lock:
-            if not _litellm_configured:
-                # No "Give Feedback / Get Help" banners on stdout for every exception.
-                litellm.suppress_debug_info = True
-                # litellm's embedding path turns max_retries=0 into this default (`0 or DEFAULT`),
-                # so the openai SDK would retry 429/5xx twice behind our back. Our loop retries.
-                litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]  # declared Final, read per call
-                _litellm_configured = True
-    return litellm
-
-
-def litellm_model_name(model: str, base_url: str) -> str:
-    """The model string litellm needs; see the module docstring."""
-    if not base_url:
-        return model
-    prefix = model.split("/", 1)[0] if "/" in model else ""
-    if prefix and prefix in _litellm_providers():
-        return model
-    return f"openai/{model}"
-
-
-def _litellm_providers() -> frozenset[str]:
-    litellm = import_litellm()
-    return frozenset(str(getattr(p, "value", p)) for p in litellm.provider_list)
-
-
-# -- configuration and results -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LLMConfig:
-    model: str
-    base_url: str = ""
-    api_key: str = ""
-    timeout_s: float = 60.0
-    max_retries: int = 3
-    max_concurrency: int = 4
-    context_window: int = 8192  # used only when litellm does not know the model
-    retry_base_delay_s: float = 1.0
-    retry_max_delay_s: float = 30.0
-    temperature: float | None = None  # None: the provider's default (some models reject others)
-    breaker_threshold: int = 3  # failed requests in a row that start a cool-down (0: never)
-    cooldown_s: float = 60.0  # how long the endpoint cools down before one trial call (0: never)
-    respect_cooldown: bool = False  # fail at once while cooling down (see the module docstring)
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            max_retries=self.max_retries,
-            base_delay_s=self.retry_base_delay_s,
-            max_delay_s=self.retry_max_delay_s,
-        )
-
-
-@dataclass(frozen=True)
-class LLMResult:
-    data: Any  # the parsed JSON
-    text: str  # the raw assistant message
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float
-    cached: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LLMUsage:
-    """Calls, tokens and cost of LLM steps; sum with :meth:`plus`.
-
-    A cache hit counts as a call (and a cached call) with no tokens and no cost. A failed call
-    counts too, with whatever tokens the model spent before the answer turned out unusable.
-    """
-
-    calls: int = 0
-    cached_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-
-    @classmethod
-    def of(cls, outcome: LLMResult | BaseException) -> LLMUsage:
-        """The usage of one call, from its result or the exception it raised."""
-        if isinstance(outcome, LLMResult):
-            return cls(
-                calls=1,
-                cached_calls=int(outcome.cached),
-                prompt_tokens=outcome.prompt_tokens,
-                completion_tokens=outcome.completion_tokens,
-                cost_usd=outcome.cost_usd,
-            )
-        if isinstance(outcome, LLMCoolingDownError) and not outcome.attempts:  # no request was made
-            return cls()
-        if isinstance(outcome, LLMOutputError):  # the model answered: its tokens were paid for
-            return cls(
-                calls=1,
-                prompt_tokens=outcome.prompt_tokens,
-                completion_tokens=outcome.completion_tokens,
-                cost_usd=outcome.cost_usd,
-            )
-        return cls(calls=1)
-
-    def plus(self, other: LLMUsage) -> LLMUsage:
-        return LLMUsage(
-            calls=self.calls + other.calls,
-            cached_calls=self.cached_calls + other.cached_calls,
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            cost_usd=self.cost_usd + other.cost_usd,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "cached_calls": self.cached_calls,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cost_usd": self.cost_usd,
-        }
-
-
-@dataclass(frozen=True)
-class LLMRequest:
-    """One call for :meth:`LLMClient.complete_json_many`."""
-
-    messages: Sequence[Mapping[str, Any]]
-    schema: dict[str, Any]
-    schema_name: str
-    purpose: str
-    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -223,111 +57,6 @@ class _Request:
     schema_name: str
     purpose: str
     max_tokens: int | None
-
-
-class CacheLike(Protocol):
-    """The part of Django's cache API the client uses (tests inject a dict-backed one)."""
-
-    def get(self, key: str, default: Any = None) -> Any: ...
-
-    def set(self, key: str, value: Any) -> None: ...
-
-
-class DatabaseLLMCache:
-    """The default cache: one ``LLMCacheEntry`` row per answer, in the project's database.
-
-    ``get`` is one primary-key lookup; ``set`` one upsert (two identical calls racing both
-    store, the later answer wins). Inside a caller's transaction each query runs in a
-    savepoint, so a failing cache query cannot abort the caller's work.
-    """
-
-    def get(self, key: str, default: Any = None) -> Any:
-        from openfable.models import LLMCacheEntry
-
-        with _contained():
-            value = LLMCacheEntry.objects.filter(key=key).values_list("value", flat=True).first()
-        return default if value is None else value
-
-    def set(self, key: str, value: Any) -> None:
-        from openfable.models import LLMCacheEntry
-
-        with _contained():
-            LLMCacheEntry.objects.bulk_create(
-                [LLMCacheEntry(key=key, value=value)],
-                update_conflicts=True,
-                unique_fields=["key"],
-                update_fields=["value", "created_at"],
-            )
-
-
-@contextmanager
-def _contained() -> Iterator[None]:
-    from django.db import connection, transaction
-
-    # Outside a transaction (autocommit) a failed query harms nothing and needs no savepoint.
-    with transaction.atomic() if connection.in_atomic_block else nullcontext():
-        yield
-
-
-# -- errors --------------------------------------------------------------------------------------
-
-
-class LLMError(Exception):
-    """Base for every failure of an LLM call; callers catch this to fall back."""
-
-    def __init__(self, message: str, *, purpose: str = "") -> None:
-        super().__init__(message)
-        self.purpose = purpose
-
-
-class LLMOutputError(LLMError):
-    """The model answered, but not with parseable JSON. ``text`` is what it said (to feed back)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        purpose: str,
-        text: str,
-        finish_reason: str | None = None,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        cost_usd: float = 0.0,
-    ) -> None:
-        super().__init__(message, purpose=purpose)
-        self.text = text
-        self.finish_reason = finish_reason
-        self.prompt_tokens = prompt_tokens
-        self.completion_tokens = completion_tokens
-        self.cost_usd = cost_usd
-
-
-class LLMUnavailableError(LLMError):
-    """Rate limits, 5xx, timeouts or connection errors persisted through every retry."""
-
-    def __init__(self, message: str, *, purpose: str, attempts: int) -> None:
-        super().__init__(message, purpose=purpose)
-        self.attempts = attempts
-
-
-class LLMCoolingDownError(LLMUnavailableError):
-    """Recent requests to this endpoint failed: no request is made until the cool-down ends
-    (``attempts``: requests this call made before the cool-down began, usually none)."""
-
-    def __init__(self, message: str, *, purpose: str, cooldown: CoolDown, attempts: int = 0) -> None:
-        super().__init__(message, purpose=purpose, attempts=attempts)
-        self.cooldown = cooldown
-
-
-class LLMRequestError(LLMError):
-    """The service rejected the request (4xx other than 429): retrying would not help."""
-
-    def __init__(self, message: str, *, purpose: str, status_code: int | None) -> None:
-        super().__init__(message, purpose=purpose)
-        self.status_code = status_code
-
-
-# -- the client ----------------------------------------------------------------------------------
 
 
 class LLMClient:
@@ -496,7 +225,7 @@ class LLMClient:
             separators=(",", ":"),
             default=str,
         )
-        return _CACHE_KEY_PREFIX + hashlib.sha256(payload.encode()).hexdigest()
+        return CACHE_KEY_PREFIX + hashlib.sha256(payload.encode()).hexdigest()
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -604,7 +333,7 @@ class LLMClient:
             kwargs["response_format"] = response_format
         if self.config.base_url:
             kwargs["api_base"] = self.config.base_url
-            kwargs["api_key"] = self.config.api_key or _PLACEHOLDER_API_KEY
+            kwargs["api_key"] = self.config.api_key or PLACEHOLDER_API_KEY
         elif self.config.api_key:
             kwargs["api_key"] = self.config.api_key
         if self.config.temperature is not None:
@@ -669,7 +398,7 @@ class LLMClient:
 
     def _format_key(self) -> str:
         endpoint = f"{self.model_name}\x00{self.config.base_url}"
-        return _FORMAT_KEY_PREFIX + hashlib.sha256(endpoint.encode()).hexdigest()
+        return FORMAT_KEY_PREFIX + hashlib.sha256(endpoint.encode()).hexdigest()
 
     def _cost(self, response: Any) -> float:
         litellm = import_litellm()
@@ -697,56 +426,3 @@ class LLMClient:
             self.cache.set(key, value)
         except Exception:
             logger.warning("LLM cache write failed", exc_info=True)
-
-
-def parse_json_output(text: str, schema: Mapping[str, Any] | None = None) -> Any:
-    """Parse a model's JSON answer; ValueError says what was wrong.
-
-    Tolerates a Markdown code fence around the JSON: providers without native structured output
-    (or with drop_params removing response_format) often add one.
-    """
-    stripped = text.strip()
-    if stripped.startswith("```"):
-        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
-        if stripped.rstrip().endswith("```"):
-            stripped = stripped.rstrip()[:-3]
-        stripped = stripped.strip()
-    if not stripped:
-        raise ValueError("empty answer")
-    try:
-        data = json.loads(stripped)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from exc
-    expected = (schema or {}).get("type")
-    if expected == "object" and not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-    if expected == "array" and not isinstance(data, list):
-        raise ValueError(f"expected a JSON array, got {type(data).__name__}")
-    return data
-
-
-def llm_configured() -> bool:
-    """True when settings name an LLM model (otherwise the structural/vector paths run alone)."""
-    from django.conf import settings
-
-    return bool(getattr(settings, "LLM_MODEL", ""))
-
-
-__all__ = [
-    "CacheLike",
-    "DatabaseLLMCache",
-    "LLMClient",
-    "LLMConfig",
-    "LLMCoolingDownError",
-    "LLMError",
-    "LLMOutputError",
-    "LLMRequest",
-    "LLMRequestError",
-    "LLMResult",
-    "LLMUnavailableError",
-    "LLMUsage",
-    "import_litellm",
-    "litellm_model_name",
-    "llm_configured",
-    "parse_json_output",
-]

@@ -1,0 +1,33 @@
+"""A model's JSON answer, parsed: what the client returns, or ValueError saying what was wrong."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+
+def parse_json_output(text: str, schema: Mapping[str, Any] | None = None) -> Any:
+    """Parse a model's JSON answer; ValueError says what was wrong.
+
+    Tolerates a Markdown code fence around the JSON: providers without native structured output
+    (or with drop_params removing response_format) often add one.
+    """
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+        if stripped.rstrip().endswith("```"):
+            stripped = stripped.rstrip()[:-3]
+        stripped = stripped.strip()
+    if not stripped:
+        raise ValueError("empty answer")
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    expected = (schema or {}).get("type")
+    if expected == "object" and not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    if expected == "array" and not isinstance(data, list):
+        raise ValueError(f"expected a JSON array, got {type(data).__name__}")
+    return data
