@@ -33,6 +33,7 @@ _STAGE_NAMES = {
     "saving": "Saving",
     "done": "Done",
 }
+_FINISHED = {"succeeded": "Done", "failed": "Failed"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,11 @@ class ProgressWords:
     stage: str  # "Embedding 120 of 156 passages", "Finding sections · 40 % of this step"
     queue: str  # "2 documents ahead", "next in line"; "" once it runs
     time_left: str  # "about 3 minutes left"; "" until there is a rate
+    # The numbers behind the words, for the REST, MCP and CLI job (documents.presenters).
+    done: int = 0  # items of the current stage done, of ``total`` (0 of 0: it reports a fraction)
+    total: int = 0
+    ahead: int | None = None  # unfinished jobs before it in the queue; None once it runs
+    seconds_left: float | None = None  # the current stage's, at its measured rate; None: no rate yet
 
 
 def stage_fraction(*, stage: str, percent: int, done: int, total: int) -> float | None:
@@ -103,14 +109,23 @@ def progress_words(
 ) -> ProgressWords:
     """The words for a job: ``status``/``stage`` as stored, ``ahead`` the unfinished jobs created
     before it (any owner's: one queue of workers serves them all)."""
-    if status in (None, "queued"):
-        return ProgressWords(stage="Waiting to start", queue=queue_words(ahead or 0), time_left="")
-    stage = stage or "queued"
     done, total = done or 0, total or 0
+    if status in (None, "queued"):
+        return ProgressWords(
+            stage="Waiting to start", queue=queue_words(ahead or 0), time_left="", ahead=ahead or 0
+        )
+    if status in _FINISHED:
+        # Nothing left to wait for: no rate, no place in the queue.
+        return ProgressWords(stage=_FINISHED[status], queue="", time_left="", done=done, total=total)
+    stage = stage or "queued"
     fraction = stage_fraction(stage=stage, percent=percent or 0, done=done, total=total)
     elapsed = (now - stage_started).total_seconds() if stage_started else 0.0
+    left = seconds_left(fraction=fraction, elapsed=elapsed)
     return ProgressWords(
         stage=stage_words(stage=stage, done=done, total=total, fraction=fraction),
         queue="",
-        time_left=time_left_words(seconds_left(fraction=fraction, elapsed=elapsed)),
+        time_left=time_left_words(left),
+        done=done,
+        total=total,
+        seconds_left=left,
     )

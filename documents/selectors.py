@@ -352,6 +352,14 @@ def document_latest_job(*, document: Document) -> IngestionJob | None:
     return document.jobs.order_by("-created", "-id").first()
 
 
+def job_queue_ahead(*, job: IngestionJob) -> int:
+    """The unfinished jobs of any owner created before ``job``: its place in the one queue the
+    workers serve (the rule ``with_latest_job`` counts for a list)."""
+    return IngestionJob.objects.filter(
+        status__in=[IngestionJob.Status.QUEUED, IngestionJob.Status.RUNNING], created__lt=job.created
+    ).count()
+
+
 def corpus_version() -> int:
     """The current corpus version (0 before the first write)."""
     row = CorpusVersion.objects.filter(pk=1).values_list("version", flat=True).first()

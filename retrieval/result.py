@@ -1,7 +1,8 @@
 """What ``retrieval.services.retrieve`` returns: plain frozen dataclasses with a JSON view.
 
-Every surface (REST API, MCP, CLI, the query page) renders these through ``to_dict()``, so the
-shape below is the one contract for "what did the query do and why".
+Every surface renders these through ``to_dict()`` (the query page) or ``to_answer()`` (REST API,
+MCP, CLI: ``to_dict()`` beside the original API's fields), so the shape below is the one contract
+for "what did the query do and why".
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ type Mode = Literal["bipath", "vector", "llm"]
 type Routing = Literal["documents", "nodes"]
 
 MODES: tuple[str, ...] = ("bipath", "vector", "llm")
+# ``routing`` as the original OpenFable API names it (``to_answer``).
+ROUTING_NAMES: dict[str, str] = {"documents": "document_level", "nodes": "node_level"}
 
 # Path names, as they appear in ``paths``, ``found_by`` and per-path score maps.
 VECTOR = "vector"  # document level: nearest nodes through the HNSW index, max per document
@@ -218,4 +221,52 @@ class RetrievalResult:
             "filters": dict(self.filters),
             "notes": list(self.notes),
             "cached": self.cached,
+        }
+
+    def to_answer(self) -> dict[str, Any]:
+        """What every surface answers for a query (REST, MCP, the command line): the original
+        OpenFable API's fields (``routing`` in its words, ``documents``, ``chunks`` with their
+        ``content``) and ``to_dict()`` beside them as ``result``. Each text is sent once (a model
+        pays for each token it reads): ``result``'s chunks and ``documents`` leave it to ``chunks``.
+        """
+        report = self.to_dict()
+        report["chunks"] = [
+            {key: value for key, value in chunk.items() if key != "text"} for chunk in report["chunks"]
+        ]
+        return {
+            "query": self.query,
+            "routing": ROUTING_NAMES[self.routing],
+            "total_tokens": self.total_tokens,
+            "token_budget": self.token_budget,
+            "documents": [
+                {
+                    "document_id": hit.document_id,
+                    "title": hit.title,
+                    "score": hit.score,
+                    "token_count": hit.token_count,
+                }
+                for hit in self.documents
+                if hit.selected
+            ],
+            "chunks": [
+                {
+                    "node_id": chunk.node_id,
+                    "document_id": chunk.document_id,
+                    "document_title": chunk.document_title,
+                    "toc_path": chunk.toc_path,
+                    "kind": chunk.kind,
+                    "start_char": chunk.start_char,
+                    "end_char": chunk.end_char,
+                    "content": chunk.text,
+                    "token_count": chunk.token_count,
+                    "score": chunk.scores.fused,
+                    "position": position,
+                    "source": chunk.found_by[0] if chunk.found_by else "",
+                    "truncated": chunk.truncated,
+                    "pages": list(chunk.pages),
+                }
+                for position, chunk in enumerate(self.chunks)
+            ],
+            "notes": list(self.notes),
+            "result": report,
         }
