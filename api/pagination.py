@@ -3,6 +3,7 @@ queryset in a total order (every list ends its ``order_by`` with the id), so pag
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
@@ -28,10 +29,19 @@ class Pages(LimitOffsetPagination):
         return query_integer(request, self.offset_query_param, default=0, minimum=0, maximum=PAGE_OFFSET_MAX)
 
 
-def paginate(request: Request, queryset: QuerySet[Any], serializer_class: Any) -> Response:
+def paginate(
+    request: Request,
+    queryset: QuerySet[Any],
+    present: Callable[[list[Any]], list[Any]] | type[serializers.BaseSerializer[Any]],
+) -> Response:
+    """A page of ``queryset``, each item as ``present`` shapes the page (a presenter over the
+    items, or a serializer class)."""
     pages = Pages()
-    page = pages.paginate_queryset(queryset, request)
-    return pages.get_paginated_response(serializer_class(page, many=True).data)
+    page = pages.paginate_queryset(queryset, request) or []
+    if isinstance(present, type):
+        serializer: Any = present  # a serializer class (TreeEditSerializer)
+        return pages.get_paginated_response(serializer(page, many=True).data)
+    return pages.get_paginated_response(present(page))
 
 
 def paginated(serializer_class: type[serializers.Serializer]) -> type[serializers.Serializer]:

@@ -1,6 +1,11 @@
 """What the REST API reads and writes. Input serializers check shapes only (types, required
 fields); the rules (size limit, UTF-8, budgets, visibility) are the services', so every surface
-refuses the same input with the same words."""
+refuses the same input with the same words.
+
+Output is not rendered here: a collection, document, node, job and query result are the shapes
+every surface returns (``documents.presenters``, ``RetrievalResult.to_answer``). The output
+serializers below declare those shapes for the OpenAPI schema only; ``tests/api/test_schema.py``
+and ``tests/documents/test_presenters.py`` hold them to what the presenters answer."""
 
 from __future__ import annotations
 
@@ -8,7 +13,6 @@ from typing import Any
 
 from django.conf import settings
 from django.core.validators import RegexValidator
-from django.urls import reverse
 from rest_framework import serializers
 
 from api.fields import (
@@ -20,7 +24,6 @@ from api.fields import (
     StrictIntegerField,
 )
 from documents.models import Collection, Document, IngestionJob, Node
-from documents.selectors import collection_invited
 from documents.services.documents import TAG_MAX_CHARS, TAGS_MAX_COUNT, TITLE_MAX_CHARS, slug_check
 from openfable.models import ApiToken
 from retrieval.services import MAX_QUERY_CHARS
@@ -29,24 +32,20 @@ from retrieval.services import MAX_QUERY_CHARS
 
 
 class CollectionSerializer(serializers.ModelSerializer):
-    owner = serializers.CharField(
-        source="owner.username", read_only=True, default=None, allow_null=True, help_text="null: no owner"
+    """``documents.presenters.collection_present``."""
+
+    owner = serializers.CharField(read_only=True, allow_null=True, help_text="null: no owner")
+    members = serializers.ListField(child=serializers.CharField(), read_only=True, help_text="usernames")
+    invited = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="usernames invited who have not accepted yet: it is not shared with them until they do",
     )
-    members = serializers.SerializerMethodField()
-    invited = serializers.SerializerMethodField(
-        help_text="usernames invited who have not accepted yet: it is not shared with them until they do"
-    )
-    document_count = serializers.IntegerField(read_only=True, default=None)
+    document_count = serializers.IntegerField(read_only=True)
 
     class Meta:
         model = Collection
         fields = ["id", "name", "slug", "owner", "members", "invited", "document_count", "created"]
-
-    def get_members(self, collection: Collection) -> list[str]:
-        return [member.username for member in collection.members.all()]
-
-    def get_invited(self, collection: Collection) -> list[str]:
-        return collection_invited(collection=collection)
 
 
 class InvitationSerializer(serializers.Serializer):
@@ -95,7 +94,35 @@ class CollectionCreateSerializer(CollectionWriteSerializer):
 # -- jobs and documents --------------------------------------------------------------------------
 
 
+class JobStepSerializer(serializers.Serializer):
+    """The current stage as the corpus page says it (``documents.progress_words``)."""
+
+    words = serializers.CharField(
+        help_text='e.g. "Embedding 120 of 156 passages", "Waiting to start", "Done"'
+    )
+    done = serializers.IntegerField(help_text="items of the current stage done")
+    total = serializers.IntegerField(help_text="items in the current stage (0: it reports only a fraction)")
+    queue_ahead = serializers.IntegerField(
+        allow_null=True, help_text="while queued: unfinished jobs before it in the one queue; else null"
+    )
+    queue = serializers.CharField(help_text='e.g. "2 documents ahead", "next in line"; "" once it runs')
+    seconds_left = serializers.IntegerField(
+        allow_null=True,
+        help_text="the current stage's time left at its measured rate; null until there is a rate",
+    )
+    time_left = serializers.CharField(help_text='e.g. "about 3 minutes left"; "" until there is a rate')
+
+
 class JobSerializer(serializers.ModelSerializer):
+    """``documents.presenters.job_present``."""
+
+    progress = serializers.IntegerField(help_text="percent of the whole build")
+    step = JobStepSerializer()
+    llm_cost_usd = serializers.FloatField()
+    finished = serializers.DateTimeField(
+        allow_null=True, help_text="when it succeeded or failed; null until then"
+    )
+
     class Meta:
         model = IngestionJob
         fields = [
@@ -104,6 +131,7 @@ class JobSerializer(serializers.ModelSerializer):
             "status",
             "stage",
             "progress",
+            "step",
             "builder_requested",
             "reindex",
             "chunk_count",
@@ -123,14 +151,20 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class DocumentSerializer(serializers.ModelSerializer):
-    document_id = serializers.IntegerField(source="pk", read_only=True, help_text="the same as id")
-    collection = serializers.CharField(source="collection.slug", read_only=True)
-    node_count = serializers.IntegerField(read_only=True, default=None)
-    content = serializers.CharField(read_only=True, help_text="the whole text (omitted with ?meta_only=true)")
-    page_count = serializers.SerializerMethodField(help_text="pages of the uploaded file (0: a text)")
-    original = serializers.SerializerMethodField(
-        help_text="where to download the file as uploaded (a text: the text as a file)"
+    """``documents.presenters.document_present`` with its text and latest job, and the REST API's
+    own link, ``original``."""
+
+    document_id = serializers.IntegerField(read_only=True, help_text="the same as id")
+    collection = serializers.CharField(read_only=True, help_text="its slug")
+    node_count = serializers.IntegerField(read_only=True)
+    tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+    metadata = serializers.DictField(read_only=True)
+    page_count = serializers.IntegerField(read_only=True, help_text="pages of the uploaded file (0: a text)")
+    original = serializers.CharField(
+        read_only=True, help_text="where to download the file as uploaded (a text: the text as a file)"
     )
+    latest_job = JobSerializer(read_only=True, allow_null=True, help_text="its newest ingestion job")
+    content = serializers.CharField(read_only=True, help_text="the whole text (omitted with ?meta_only=true)")
 
     class Meta:
         model = Document
@@ -155,27 +189,16 @@ class DocumentSerializer(serializers.ModelSerializer):
             "tree_version",
             "created",
             "updated",
+            "latest_job",
             "content",
         ]
 
-    def get_page_count(self, document: Document) -> int:
-        return len(document.page_spans)
-
-    def get_original(self, document: Document) -> str:
-        return reverse("api:document-original", args=[document.pk])
-
-    def to_representation(self, instance: Document) -> dict[str, Any]:
-        data = super().to_representation(instance)
-        if self.context.get("meta_only"):
-            data.pop("content", None)
-        return data
-
 
 class DocumentMetaSerializer(DocumentSerializer):
-    """A document without its text (lists)."""
+    """A document without its text and job (lists, and beside its job in an answer)."""
 
     class Meta(DocumentSerializer.Meta):
-        fields = [field for field in DocumentSerializer.Meta.fields if field != "content"]
+        fields = [field for field in DocumentSerializer.Meta.fields if field not in ("content", "latest_job")]
 
 
 def _builder_field() -> serializers.ChoiceField:
@@ -290,22 +313,21 @@ NODE_FIELDS = [
 
 
 class NodeSerializer(serializers.ModelSerializer):
-    content = serializers.SerializerMethodField(
-        help_text="the node's exact text: the document's [start, end) slice"
+    """``documents.presenters.node_present``."""
+
+    document_title = serializers.CharField(read_only=True)
+    content = serializers.CharField(
+        read_only=True, help_text="the node's exact text: the document's [start, end) slice"
     )
-    pages = serializers.SerializerMethodField(
-        help_text="the pages of the document's file the node lies on ([] for a text without pages)"
+    pages = serializers.ListField(
+        child=serializers.IntegerField(),
+        read_only=True,
+        help_text="the pages of the document's file the node lies on ([] for a text without pages)",
     )
 
     class Meta:
         model = Node
-        fields = [*NODE_FIELDS, "pages", "content"]
-
-    def get_content(self, node: Node) -> str:
-        return node.document.content[node.start_char : node.end_char]
-
-    def get_pages(self, node: Node) -> list[int]:
-        return node.document.pages_of(node.start_char, node.end_char)
+        fields = [*NODE_FIELDS[:2], "document_title", *NODE_FIELDS[2:], "pages", "content"]
 
 
 class NodeUpdateSerializer(serializers.Serializer):
@@ -374,33 +396,41 @@ class QueryDocumentSerializer(serializers.Serializer):
     title = serializers.CharField()
     score = serializers.FloatField()
     token_count = serializers.IntegerField()
-    content = serializers.CharField(
-        allow_null=True, help_text="the whole text when routing is document_level"
-    )
 
 
 class QueryChunkSerializer(serializers.Serializer):
     node_id = serializers.IntegerField(allow_null=True)
     document_id = serializers.IntegerField()
+    document_title = serializers.CharField()
+    toc_path = serializers.CharField(help_text="the section path: titles from the root, ' > ' between")
+    kind = serializers.CharField(help_text="root (a whole document), section, subsection or leaf")
+    start_char = serializers.IntegerField(help_text="offset into the document's text")
+    end_char = serializers.IntegerField(help_text="content == the document's text[start_char:end_char]")
     content = serializers.CharField()
     token_count = serializers.IntegerField()
     score = serializers.FloatField()
     position = serializers.IntegerField(help_text="place in the returned context, in document order")
     source = serializers.CharField(help_text="the path that found it")  # type: ignore[assignment]  # as parent above
+    truncated = serializers.BooleanField(help_text="cut to fit the budget (only ever a single chunk)")
     pages = serializers.ListField(
         child=serializers.IntegerField(), help_text="the pages of the document's file it lies on"
     )
 
 
 class QueryResponseSerializer(serializers.Serializer):
-    """The original OpenFable fields, and this engine's full result beside them (``result``)."""
+    """``RetrievalResult.to_answer``: the original OpenFable fields, and this engine's full result
+    beside them (``result``); each text once, in ``chunks``."""
 
     query = serializers.CharField()
     routing = serializers.ChoiceField(choices=["document_level", "node_level"])
     total_tokens = serializers.IntegerField()
-    documents = QueryDocumentSerializer(many=True)
+    token_budget = serializers.IntegerField()
+    documents = QueryDocumentSerializer(many=True, help_text="the documents the budget was routed on")
     chunks = QueryChunkSerializer(many=True)
-    result = serializers.DictField(help_text="retrieve()'s whole result: paths, scores, timings, cache")
+    notes = serializers.ListField(child=serializers.CharField())
+    result = serializers.DictField(
+        help_text="retrieve()'s whole result: paths, scores, timings, cache (chunk texts are in chunks)"
+    )
 
 
 # -- tokens and health ---------------------------------------------------------------------------

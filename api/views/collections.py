@@ -14,6 +14,7 @@ from api.serializers import CollectionCreateSerializer, CollectionSerializer, Co
 from api.views.documents import ERRORS
 from documents import selectors
 from documents.models import Collection
+from documents.presenters import collection_present
 from documents.services.documents import collection_create, collection_delete, collection_update
 from openfable.errors import PermissionDeniedError
 
@@ -31,7 +32,11 @@ def _shown(request: Request, collection: Collection) -> Response:
         .prefetch_related("members", "invitations__user")
         .get(pk=collection.pk)
     )
-    return Response(CollectionSerializer(refreshed).data)
+    return Response(collection_present(refreshed))
+
+
+def _collections_shown(collections: list[Collection]) -> list[dict[str, object]]:
+    return [collection_present(collection) for collection in collections]
 
 
 class CollectionListView(APIView):
@@ -49,7 +54,7 @@ class CollectionListView(APIView):
             .prefetch_related("members", "invitations__user")
             .order_by("-created", "-id")
         )
-        return paginate(request, collections, CollectionSerializer)
+        return paginate(request, collections, _collections_shown)
 
     @extend_schema(
         summary="Make a collection (you own it)",

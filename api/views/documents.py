@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http.response import HttpResponseBase
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -36,6 +37,7 @@ from api.serializers import (
 from documents import selectors
 from documents.files import ORIGINAL_MEDIA_TYPES, original_response
 from documents.models import Document
+from documents.presenters import document_present, job_present
 from documents.services.documents import (
     DocumentCreateResult,
     DocumentInputError,
@@ -56,6 +58,17 @@ TEXT = {"type": "string", "pattern": NO_NUL_OR_EMPTY}
 WAIT = flag_parameter("wait", "wait until indexed (bounded by OPENFABLE_API_WAIT_SECONDS): 201")
 
 
+def document_shown(document: Document, **options: Any) -> dict[str, Any]:
+    """The document every surface returns, with the REST API's own link to its file."""
+    return document_present(document, **options) | {
+        "original": reverse("api:document-original", args=[document.pk])
+    }
+
+
+def _documents_shown(documents: list[Document]) -> list[dict[str, Any]]:
+    return [document_shown(document) for document in documents]
+
+
 def _created_response(request: Request, result: DocumentCreateResult, *, wait: bool) -> Response:
     job = result.job
     code: int = status.HTTP_202_ACCEPTED if job is not None else status.HTTP_200_OK
@@ -68,8 +81,8 @@ def _created_response(request: Request, result: DocumentCreateResult, *, wait: b
         # The original OpenFable API's answer (document_id, content_hash), beside ours.
         "document_id": document.pk,
         "content_hash": document.content_hash,
-        "document": DocumentMetaSerializer(document).data,
-        "job": JobSerializer(job).data if job is not None else None,
+        "document": document_shown(document),
+        "job": job_present(job) if job is not None else None,
         "created": result.created,
     }
     return Response(body, status=code)
@@ -104,7 +117,7 @@ class DocumentListView(APIView):
             created_before=_moment(params.get("created_before"), "created_before"),
         )
         # Newest first, then by id: a page never shifts between two reads of the same list.
-        return paginate(request, documents.order_by("-created", "-id"), DocumentMetaSerializer)
+        return paginate(request, documents.order_by("-created", "-id"), _documents_shown)
 
     @extend_schema(
         summary="Add a document (JSON `text`, or a multipart `file`)",
@@ -148,8 +161,8 @@ class DocumentDetailView(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         document = selectors.document_get(user=request.user, pk=pk)
-        context = {"meta_only": query_flag(request, "meta_only")}
-        return Response(DocumentSerializer(document, context=context).data)
+        content = not query_flag(request, "meta_only")
+        return Response(document_shown(document, content=content, latest_job=True))
 
     @extend_schema(
         summary="Change a document's title, tags or metadata",
@@ -161,7 +174,7 @@ class DocumentDetailView(APIView):
         data = DocumentUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         document_update(document=document, **data.validated_data)
-        return Response(DocumentMetaSerializer(selectors.document_get(user=request.user, pk=pk)).data)
+        return Response(document_shown(selectors.document_get(user=request.user, pk=pk)))
 
     @extend_schema(summary="Delete a document with its tree", responses={204: None, **ERRORS})
     def delete(self, request: Request, pk: int) -> Response:
@@ -220,7 +233,7 @@ class JobDetailView(APIView):
         summary="An ingestion job: status, stage, progress, error", responses={200: JobSerializer, **ERRORS}
     )
     def get(self, request: Request, pk: int) -> Response:
-        return Response(JobSerializer(selectors.job_get(user=request.user, pk=pk)).data)
+        return Response(job_present(selectors.job_get(user=request.user, pk=pk)))
 
 
 def _moment(value: str | None, name: str) -> Any:

@@ -22,6 +22,7 @@ from api.serializers import NodeSerializer
 from api.views.documents import ERRORS
 from documents import selectors
 from documents.models import TreeEdit
+from documents.presenters import node_present
 from documents.services.nodes import (
     TreeEditResult,
     edit_undo,
@@ -89,7 +90,7 @@ def _answer(request: Request, result: TreeEditResult) -> Response:
     return Response(
         {
             "edit": result.edit.pk if result.edit is not None else None,
-            "node": NodeSerializer(node).data if node is not None else None,
+            "node": node_present(node) if node is not None else None,
             "tree_version": result.tree_version,
             "reembedding": result.reembedding,
             "created": result.created,

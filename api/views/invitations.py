@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from api.serializers import CollectionSerializer, InvitationSerializer
 from api.views.documents import ERRORS
 from documents import selectors
+from documents.presenters import collection_present
 from documents.services.sharing import invitation_accept, invitation_decline
 
 
@@ -32,7 +33,7 @@ class InvitationDetailView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         collection = invitation_accept(invitation_id=pk, user=request.user)
         shown = selectors.collection_list(user=request.user).prefetch_related("members").get(pk=collection.pk)
-        return Response(CollectionSerializer(shown).data)
+        return Response(collection_present(shown))
 
     @extend_schema(summary="Decline", responses={204: None, **ERRORS})
     def delete(self, request: Request, pk: int) -> Response:

@@ -10,13 +10,14 @@ from rest_framework.views import APIView
 from api.serializers import NodeSerializer, NodeUpdateSerializer
 from api.views.documents import ERRORS
 from documents import selectors
+from documents.presenters import node_present
 from documents.services.nodes import node_change
 
 
 class NodeDetailView(APIView):
     @extend_schema(summary="A node with its exact text", responses={200: NodeSerializer, **ERRORS})
     def get(self, request: Request, pk: int) -> Response:
-        return Response(NodeSerializer(selectors.node_get(user=request.user, pk=pk)).data)
+        return Response(node_present(selectors.node_get(user=request.user, pk=pk)))
 
     @extend_schema(
         summary="Change a node's title or summary, or exclude it (and its subtree) from retrieval",
@@ -28,4 +29,4 @@ class NodeDetailView(APIView):
         data = NodeUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         node_change(node=node, user=request.user, **data.validated_data)
-        return Response(NodeSerializer(selectors.node_get(user=request.user, pk=pk)).data)
+        return Response(node_present(selectors.node_get(user=request.user, pk=pk)))
