@@ -1,7 +1,9 @@
-"""`openfable list | get | tree | jobs | sweep | delete | health`: the corpus from the command line.
+"""`openfable list | get | tree | node | jobs | collections | sweep | delete | health`: the corpus
+from the command line.
 
 The same reads and writes as the REST API (selectors and services, as a trusted caller that
-sees every collection); one JSON object on stdout.
+sees every collection); one JSON object on stdout, its entities in the shape every surface
+returns (``documents.presenters``).
 """
 
 from __future__ import annotations
@@ -9,23 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from documents import selectors
-from documents.models import Document, IngestionJob
+from documents.models import Document
+from documents.presenters import collection_present, document_present, job_present, node_present
 from documents.services.documents import document_delete
 from documents.services.jobs import jobs_sweep
 from openfable.errors import UserInputError
 from openfable.health import health
-
-_DOCUMENT_FIELDS = (
-    "title",
-    "status",
-    "builder",
-    "token_count",
-    "tags",
-    "metadata",
-    "source_filename",
-    "format",
-    "format_note",
-)
 
 
 def register(subparsers: Any) -> None:
@@ -47,12 +38,19 @@ def register(subparsers: Any) -> None:
     tree.add_argument("--flat", action="store_true")
     tree.set_defaults(handler=handle_tree)
 
+    node = subparsers.add_parser("node", help="one node of a tree with its exact text")
+    node.add_argument("node_id", metavar="ID")
+    node.set_defaults(handler=handle_node)
+
     jobs = subparsers.add_parser(
         "jobs", help="a document's ingestion jobs, newest first (or one job by --job)"
     )
     jobs.add_argument("document_id", metavar="ID", nargs="?")
     jobs.add_argument("--job", default=None, metavar="JOB_ID")
     jobs.set_defaults(handler=handle_jobs)
+
+    collections = subparsers.add_parser("collections", help="every collection, with its members")
+    collections.set_defaults(handler=handle_collections)
 
     sweep = subparsers.add_parser(
         "sweep",
@@ -80,15 +78,15 @@ def handle_list(options: dict[str, Any]) -> dict[str, Any]:
         search=options["search"],
     )
     total = documents.count()
-    return {"count": total, "documents": [_document(document) for document in documents[: options["limit"]]]}
+    return {
+        "count": total,
+        "documents": [document_present(document) for document in documents[: options["limit"]]],
+    }
 
 
 def handle_get(options: dict[str, Any]) -> dict[str, Any]:
     document = selectors.document_get(user=None, pk=options["document_id"])
-    answer = _document(document)
-    if not options["meta_only"]:
-        answer["content"] = document.content
-    return answer
+    return document_present(document, content=not options["meta_only"], latest_job=True)
 
 
 def handle_tree(options: dict[str, Any]) -> dict[str, Any]:
@@ -99,15 +97,28 @@ def handle_tree(options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def handle_node(options: dict[str, Any]) -> dict[str, Any]:
+    return node_present(selectors.node_get(user=None, pk=options["node_id"]))
+
+
+def handle_collections(options: dict[str, Any]) -> dict[str, Any]:
+    collections = (
+        selectors.collection_list(user=None)
+        .select_related("owner")
+        .prefetch_related("members", "invitations__user")
+    )
+    return {"collections": [collection_present(collection) for collection in collections]}
+
+
 def handle_jobs(options: dict[str, Any]) -> dict[str, Any]:
     if options["job"]:
-        return _job(selectors.job_get(user=None, pk=options["job"]))
+        return job_present(selectors.job_get(user=None, pk=options["job"]))
     if not options["document_id"]:
         raise UserInputError("Give a document id, or --job JOB_ID for one job.")
     document = selectors.document_get(user=None, pk=options["document_id"])
     return {
         "document_id": document.pk,
-        "jobs": [_job(job) for job in document.jobs.order_by("-created", "-id")],
+        "jobs": [job_present(job) for job in document.jobs.order_by("-created", "-id")],
     }
 
 
@@ -130,30 +141,3 @@ def handle_health(options: dict[str, Any]) -> dict[str, Any]:
             f"Not healthy: {failed} failed. See `checks` for why.", code="unhealthy", details=report.to_dict()
         )
     return report.to_dict()
-
-
-def _document(document: Document) -> dict[str, Any]:
-    return {
-        "document_id": document.pk,
-        "collection": document.collection.slug,
-        **{field: getattr(document, field) for field in _DOCUMENT_FIELDS},
-        "nodes": getattr(document, "node_count", None),
-        "pages": len(document.page_spans or []),
-        "created": document.created.isoformat(),
-        "updated": document.updated.isoformat(),
-    }
-
-
-def _job(job: IngestionJob) -> dict[str, Any]:
-    return {
-        "job_id": job.pk,
-        "document_id": job.document_id,
-        "status": job.status,
-        "stage": job.stage,
-        "progress": job.progress,
-        "error": job.error,
-        "fallback_reason": job.fallback_reason,
-        "node_count": job.node_count,
-        "created": job.created.isoformat(),
-        "finished": job.finished.isoformat() if job.finished else None,
-    }

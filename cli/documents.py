@@ -20,7 +20,8 @@ from typing import Any
 from django.db import transaction
 
 from documents.models import Document
-from documents.selectors import as_id, document_get, document_nodes
+from documents.presenters import document_present, job_present
+from documents.selectors import as_id, document_get
 from documents.services.agent import (
     AgentStep,
     AgentStepError,
@@ -146,16 +147,16 @@ def handle_index(options: dict[str, Any]) -> dict[str, Any]:
         raise
     documents = []
     for position, (path, created) in enumerate(results, start=1):
-        entry = _document_summary(created.document) | {"path": path, "created": created.created}
+        entry = document_present(created.document) | {"path": path, "created": created.created}
         if options["wait"] and created.job is not None:
             _say(f"[{position}/{len(results)}] indexing {path} ({created.document.token_count} tokens)")
             run = job_run_now(document_id=created.document.pk)
             if run is not None:
-                entry |= _document_summary(document_get(user=None, pk=created.document.pk))
-                entry["job"] = {"id": run.job.pk, "status": run.job.status, "error": run.job.error}
-                _say(f"[{position}/{len(results)}] {path}: {run.job.status}, {entry['nodes']} nodes")
+                entry |= document_present(document_get(user=None, pk=created.document.pk))
+                entry["job"] = job_present(run.job)
+                _say(f"[{position}/{len(results)}] {path}: {run.job.status}, {entry['node_count']} nodes")
         elif created.job is not None:
-            entry["job"] = {"id": created.job.pk, "status": created.job.status, "error": ""}
+            entry["job"] = job_present(created.job)
         documents.append(entry)
     answer: dict[str, Any] = {"documents": documents}
     if not options["wait"] and any(entry.get("job") for entry in documents):
@@ -174,20 +175,6 @@ def _create(path: str, data: bytes, options: dict[str, Any], tags: list[str]) ->
         )
     except UserInputError as error:
         raise UserInputError(f"{path}: {error}", code=error.code) from None
-
-
-def _document_summary(document: Document) -> dict[str, Any]:
-    return {
-        "document_id": document.pk,
-        "title": document.title,
-        "collection": document.collection.slug,
-        "status": document.status,
-        "builder": document.builder,
-        "format": document.format,
-        "pages": len(document.page_spans or []),
-        "tokens": document.token_count,
-        "nodes": document_nodes(document=document).count(),
-    } | ({"format_note": document.format_note} if document.format_note else {})
 
 
 def _say(message: str) -> None:

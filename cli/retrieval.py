@@ -1,8 +1,9 @@
 """`openfable query`: retrieval from the command line.
 
 ``openfable query "text" --budget N [--mode vector|bipath|llm] [--collection SLUG]
-[--document ID ...] [--tag T ...]`` prints the result's ``to_dict()`` as one JSON object; input
-the engine refuses (budget, mode, filters) prints {"error": "..."} and exits with status 1.
+[--document ID ...] [--tag T ...]`` prints the answer every surface gives (the result's
+``to_answer()``: the REST API's ``POST /query`` body) as one JSON object; input the engine
+refuses (budget, mode, filters) prints {"error": "..."} and exits with status 1.
 """
 
 from __future__ import annotations
@@ -42,4 +43,4 @@ def _handle_query(options: dict[str, Any]) -> dict[str, Any]:
         documents=options.get("document") or None,
         tags=options.get("tag") or None,
     )
-    return result.to_dict()
+    return result.to_answer()

@@ -1,5 +1,6 @@
 """What each MCP tool does: synchronous functions that call the services and selectors as
-``user`` and render the answer (``mcp_server.render``).
+``user`` and answer what every surface answers (``documents.presenters``,
+``RetrievalResult.to_answer``).
 
 ``mcp_server.tools`` declares the tools and runs these through ``mcp_server.sync.run_sync``, in a
 thread of their own. A mistake the caller can fix is raised as a ``UserInputError`` whose message
@@ -18,6 +19,13 @@ from typing import Any
 from django.conf import settings
 
 from documents import selectors
+from documents.presenters import (
+    collection_present,
+    document_present,
+    job_finished,
+    job_present,
+    node_present,
+)
 from documents.services.agent import (
     AgentStep,
     AgentStepError,
@@ -32,13 +40,6 @@ from documents.services.agent import (
 )
 from documents.services.documents import document_create, document_delete
 from documents.services.jobs import job_wait
-from mcp_server.render import (
-    collection_entry,
-    document_meta,
-    job_entry,
-    node_entry,
-    query_answer,
-)
 from openfable.errors import UserInputError
 from retrieval.services import retrieve
 
@@ -77,13 +78,13 @@ def ingest_document(
         job = job_wait(job=job, timeout=wait_seconds())
     document = selectors.document_get(user=user, pk=created.document.pk)
     answer: dict[str, Any] = {
-        "document": document_meta(document),
-        "job": job_entry(job) if job is not None else None,
+        "document": document_present(document),
+        "job": job_present(job) if job is not None else None,
         "created": created.created,
     }
     if not created.created:
         answer["note"] = "This text was already in the collection: this is that document; nothing was queued."
-    elif job is not None and not answer["job"]["finished"]:
+    elif job is not None and not job_finished(job):
         answer["note"] = (
             f"Still indexing after {wait_seconds():g} s; call job_status with job_id {job.pk} until finished."
             if wait
@@ -127,7 +128,12 @@ def list_collections(*, user: Any) -> dict[str, Any]:
         for invitation in selectors.invitations_for(user=user)
     ]
     return {
-        "collections": [collection_entry(found) for found in selectors.collection_list(user=user)],
+        "collections": [
+            collection_present(found)
+            for found in selectors.collection_list(user=user)
+            .select_related("owner")
+            .prefetch_related("members", "invitations__user")
+        ],
         "invitations": offered,
     }
 
@@ -141,7 +147,9 @@ def list_documents(
     total = documents.count()
     # Past the end the page is empty without asking: PostgreSQL refuses an OFFSET beyond 2**63.
     page = (
-        [document_meta(document) for document in documents[offset : offset + limit]] if offset < total else []
+        [document_present(document) for document in documents[offset : offset + limit]]
+        if offset < total
+        else []
     )
     return {
         "count": total,
@@ -153,11 +161,7 @@ def list_documents(
 
 def get_document(*, user: Any, document_id: int, meta_only: bool) -> dict[str, Any]:
     document = selectors.document_get(user=user, pk=document_id)
-    job = selectors.document_latest_job(document=document)
-    answer = document_meta(document) | {"latest_job": job_entry(job) if job is not None else None}
-    if not meta_only:
-        answer["content"] = document.content
-    return answer
+    return document_present(document, content=not meta_only, latest_job=True)
 
 
 def get_tree(*, user: Any, document_id: int, flat: bool) -> dict[str, Any]:
@@ -175,7 +179,7 @@ def get_tree(*, user: Any, document_id: int, flat: bool) -> dict[str, Any]:
 
 
 def get_node(*, user: Any, node_id: int) -> dict[str, Any]:
-    return node_entry(selectors.node_get(user=user, pk=node_id))
+    return node_present(selectors.node_get(user=user, pk=node_id))
 
 
 def query(
@@ -197,11 +201,11 @@ def query(
         tags=tags or None,
         user=user,
     )
-    return query_answer(result)
+    return result.to_answer()
 
 
 def job_status(*, user: Any, job_id: int) -> dict[str, Any]:
-    return job_entry(selectors.job_get(user=user, pk=job_id))
+    return job_present(selectors.job_get(user=user, pk=job_id))
 
 
 def delete_document(*, user: Any, document_id: int) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The MCP tools: each parses its arguments, calls a service or selector as the token's user, and
-answers a JSON object (``mcp_server.render``).
+answers a JSON object in the shape every surface returns (``documents.presenters``).
 
 What a tool does is synchronous ORM code (``mcp_server.actions``) run through
 ``mcp_server.sync.run_sync``; the async function registered with the SDK declares the arguments
@@ -249,7 +249,9 @@ async def job_status(
     job_id: Annotated[int, Field(description="An ingestion job id, from ingest_document or get_document.")],
 ) -> Answer:
     """An ingestion job: status (queued, running, succeeded, failed), stage, progress in percent,
-    nodes made, and the error when it failed. `finished` is true once it succeeded or failed."""
+    `step` (the stage in words with its counts, the place in the queue and the time left), nodes
+    made, and the error when it failed. `finished` is the time it succeeded or failed (null until
+    then)."""
     return await _answer(ctx, actions.job_status, job_id=job_id)
 
 

@@ -29,7 +29,7 @@ def test_list_get_tree_and_jobs(indexed: Document) -> None:
     document_create(collection=indexed.collection, content="Another text.", queue=False)
     status, listed = run_openfable("list", "--collection", "sea", "--status", "indexed")
     assert status == 0 and listed["count"] == 1 and listed["documents"][0]["document_id"] == indexed.pk
-    assert listed["documents"][0]["nodes"] > 1 and "content" not in listed["documents"][0]
+    assert listed["documents"][0]["node_count"] > 1 and "content" not in listed["documents"][0]
     status, tagged = run_openfable("list", "--tag", "tides")
     assert [entry["document_id"] for entry in tagged["documents"]] == [indexed.pk]
 
@@ -46,8 +46,8 @@ def test_list_get_tree_and_jobs(indexed: Document) -> None:
 
     status, jobs = run_openfable("jobs", str(indexed.pk))
     assert status == 0 and jobs["jobs"][0]["status"] == "succeeded"
-    status, job = run_openfable("jobs", "--job", str(jobs["jobs"][0]["job_id"]))
-    assert status == 0 and job["document_id"] == indexed.pk
+    status, job = run_openfable("jobs", "--job", str(jobs["jobs"][0]["id"]))
+    assert status == 0 and job["document"] == indexed.pk and job["step"]["words"] == "Done"
 
 
 def test_delete_and_unknown_ids(indexed: Document) -> None:

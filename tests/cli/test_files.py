@@ -35,7 +35,7 @@ def test_index_wait_reads_a_pdf_a_word_file_and_a_page(tmp_path: Path, file_stor
         "page": "html",
     }
     assert all(entry["job"]["status"] == "succeeded" for entry in entries.values()), answer
-    assert entries["report"]["pages"] == 2 and entries["report"]["nodes"] > 2
+    assert entries["report"]["page_count"] == 2 and entries["report"]["node_count"] > 2
     page = Document.objects.get(pk=entries["page"]["document_id"])
     assert "Warranty terms" in page.content and "Cookie settings" not in page.content
 

@@ -48,7 +48,7 @@ def test_index_wait_indexes_each_file_and_prints_the_documents(
     assert [entry["title"] for entry in answer["documents"]] == ["guide", "tides"]
     for entry in answer["documents"]:
         assert entry["status"] == "indexed" and entry["job"]["status"] == "succeeded"
-        assert entry["collection"] == "field-notes" and entry["nodes"] > 1
+        assert entry["collection"] == "field-notes" and entry["node_count"] > 1
         document = Document.objects.get(pk=entry["document_id"])
         assert document.collection == collection and document.tags == ["geo", "sea"]
         leaves = Node.objects.filter(document=document, kind=Node.Kind.LEAF).order_by("order")
