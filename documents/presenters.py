@@ -2,7 +2,7 @@
 surface returns: the REST API, the MCP tools and the command line. A surface adds only what is its
 own (the REST API's download link, a command's file path); it never reshapes these, so the three
 cannot drift apart. The REST schema declares the same fields (``api.serializers``);
-``tests/test_presenters.py`` checks that every surface answers them for the same object.
+``tests/documents/test_presenters.py`` checks that every surface answers them for the same object.
 
 A query's result has its own in ``retrieval.result`` (``RetrievalResult.to_answer``).
 """
