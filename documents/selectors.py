@@ -28,7 +28,9 @@ from documents.models import (
     collection_index_name,
     page_finder,
 )
+from documents.tree_edits import STATE_FIELDS, EditTree, MovePlace, NodeState
 from openfable.errors import NotFoundError, UserInputError
+from openfable.tokens import count_tokens
 
 
 def _sees_everything(user: Any) -> bool:
@@ -332,6 +334,22 @@ def node_get(*, user: Any, pk: object, document: Document | None = None) -> Node
             )
         raise NotFoundError(f"There is no node {pk!r}. Use the id of a node of a document you can see.")
     return node
+
+
+def document_edit_tree(*, document_id: int, content: str) -> EditTree:
+    """The document's nodes loaded into the in-memory tree every edit works on (``content``: its text)."""
+    rows = Node.objects.filter(document_id=document_id).values_list("id", *STATE_FIELDS)
+    return EditTree((NodeState(*row) for row in rows), text=content, count_tokens=count_tokens)
+
+
+def node_move_places(*, document: Document, node_id: int) -> list[MovePlace]:
+    """Every place node ``node_id`` of ``document`` can move to besides its own, in outline order
+    (none for the root; ``NotFoundError`` for a node not in it).
+
+    The rule is the move's own (``EditTree.move_places`` keeps what ``move_refusal`` accepts), so
+    ``services.nodes.node_move`` takes every place listed here and refuses every other.
+    """
+    return document_edit_tree(document_id=document.pk, content=document.content).move_places(node_id)
 
 
 def job_get(*, user: Any, pk: object) -> IngestionJob:

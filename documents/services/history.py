@@ -34,9 +34,9 @@ from django.utils import timezone
 
 from documents.ingestion.tree import LEAF
 from documents.models import Document, Node, TreeEdit
+from documents.selectors import document_edit_tree
 from documents.tree_edits import STATE_FIELDS, EditTree, NodeState, TreeDiff, changed_fields
 from openfable.errors import ConflictError, NotFoundError, UserInputError
-from openfable.tokens import count_tokens
 
 UPDATE_BATCH = 1000
 _ORDER_UNIQUE = "node_order_unique_per_document"  # DEFERRABLE INITIALLY IMMEDIATE (documents.models)
@@ -83,8 +83,7 @@ def edit_session_open(*, document_id: int, expected_version: int | None) -> Edit
             "make your edit again.",
             details={"tree_version": document.tree_version, "expected_version": expected_version},
         )
-    rows = Node.objects.filter(document_id=document_id).values_list("id", *STATE_FIELDS)
-    tree = EditTree((NodeState(*row) for row in rows), text=document.content, count_tokens=count_tokens)
+    tree = document_edit_tree(document_id=document_id, content=document.content)
     return EditSession(document=document, tree=tree)
 
 

@@ -23,6 +23,7 @@ from documents.tree_edits.shape import TreeShape
 from documents.tree_edits.state import (
     MAX_INTERNAL_DEPTH,
     STATE_FIELDS,
+    MovePlace,
     NodeEditError,
     NodeState,
     TreeDiff,
@@ -33,6 +34,7 @@ __all__ = [
     "MAX_INTERNAL_DEPTH",
     "STATE_FIELDS",
     "EditTree",
+    "MovePlace",
     "NodeEditError",
     "NodeState",
     "TreeDiff",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from documents.ingestion.sentences import split_sentences
 from documents.ingestion.tree import LEAF, kind_for_depth
 from documents.tree_edits.shape import TreeShape
-from documents.tree_edits.state import NodeEditError, NodeState
+from documents.tree_edits.state import MovePlace, NodeEditError, NodeState
 
 
 class EditTree(TreeShape):
@@ -74,42 +74,84 @@ class EditTree(TreeShape):
         return following.id
 
     def move(self, node_id: int, parent_id: int, position: int | None) -> None:
-        """Move a node with its subtree to ``position`` among the children of ``parent_id`` (None: last)."""
+        """Move a node with its subtree to ``position`` among the other children of ``parent_id``
+        (None: the place under that parent where the text stays in order, else last).
+
+        Refused with the message of ``move_refusal``: the one rule that ``move_places`` (the
+        places a person is offered) applies too, so the two cannot disagree.
+        """
+        if position is None:
+            position = self.move_default_position(node_id, parent_id)
+        problem = self.move_refusal(node_id, parent_id, position)
+        if problem is not None:
+            raise NodeEditError(problem)
+        node = self.nodes[node_id]
+        assert node.parent_id is not None
+        self.children[node.parent_id].remove(node_id)
+        self._insert(node, parent_id=parent_id, index=position)
+
+    def move_places(self, node_id: int) -> list[MovePlace]:
+        """Every place ``move`` takes this node to, in outline order, besides where it is now.
+
+        The candidates are the places where its text stays in order (``_in_order_places``); each
+        is kept only when ``move_refusal`` accepts it, the same check ``move`` makes.
+        """
+        node = self.require(node_id)
+        if node.id == self.root_id:
+            return []
+        assert node.parent_id is not None
+        here = (node.parent_id, self._index(node_id))
+        return [
+            place
+            for place in self._in_order_places(node_id)
+            if (place.parent_id, place.position) != here
+            and self.move_refusal(node_id, place.parent_id, place.position) is None
+        ]
+
+    def move_default_position(self, node_id: int, parent_id: int) -> int:
+        """Where under ``parent_id`` the node keeps the text in order, else the last place."""
+        for place in self._in_order_places(node_id):
+            if place.parent_id == parent_id:
+                return place.position
+        return len([key for key in self.children.get(parent_id, []) if key != node_id])
+
+    def move_refusal(self, node_id: int, parent_id: int, position: object) -> str | None:
+        """Why ``move`` refuses this move (what to do instead), or None when it takes it."""
         node = self.require(node_id)
         target = self.require(parent_id)
         if node.id == self.root_id:
-            raise NodeEditError("The root cannot move: it is the whole document.")
+            return "The root cannot move: it is the whole document."
         if target.kind == LEAF:
-            raise NodeEditError(
+            return (
                 f"{self.label(target)} is a leaf and cannot hold other nodes; choose a section or the root."
             )
         if target.id in self.subtree(node.id):
-            raise NodeEditError(f"{self.label(node)} cannot move into itself or a node beneath it.")
+            return f"{self.label(node)} cannot move into itself or a node beneath it."
         old_parent = node.parent_id
         assert old_parent is not None
-        siblings = [key for key in self.children[target.id] if key != node.id]
-        if position is None:
-            position = len(siblings)
-        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position <= len(siblings):
-            raise NodeEditError(
-                f"Position {position!r} is not a place among the {len(siblings)} other children of "
-                f"{self.label(target)}; give a whole number from 0 (first) to {len(siblings)} (last)."
+        others = len([key for key in self.children[target.id] if key != node.id])
+        if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position <= others:
+            return (
+                f"Position {position!r} is not a place among the {others} other children of "
+                f"{self.label(target)}; give a whole number from 0 (first) to {others} (last)."
             )
         if old_parent != target.id and len(self.children[old_parent]) == 1:
-            raise NodeEditError(
+            return (
                 f"Moving {self.label(node)} would leave {self.label(self.nodes[old_parent])} empty; "
                 "dissolve that section instead (its children move up into its parent)."
             )
-        self._check_depths(node.id, shift=target.depth + 1 - node.depth, doing="Moving it there")
-        self.children[old_parent].remove(node.id)
-        self._insert(node, parent_id=target.id, index=position)
-        if not self._leaves_follow_text():
-            raise NodeEditError(
+        too_deep = self._depth_problem(node.id, shift=target.depth + 1 - node.depth, doing="Moving it there")
+        if too_deep is not None:
+            return too_deep
+        in_order = {(place.parent_id, place.position) for place in self._in_order_places(node_id)}
+        if (target.id, position) not in in_order:
+            return (
                 f"Moving {self.label(node)} there would put the text out of order: read top to bottom, the "
                 "leaves must follow the document text. A node can only move where its text already "
                 "sits: to the end of the section just before it, to the start of the section just "
                 "after it, or up to its parent's level at its own place."
             )
+        return None
 
     def group(self, first_id: int, last_id: int, *, title: str, summary: str) -> int:
         """Put the siblings from ``first_id`` to ``last_id`` into a new section; its key."""
@@ -199,3 +241,30 @@ class EditTree(TreeShape):
                 f"Position {position} is not inside {self.label(leaf)}, which spans characters "
                 f"{leaf.start_char}–{leaf.end_char}; choose an offset strictly between them."
             )
+
+    def _in_order_places(self, node_id: int) -> list[MovePlace]:
+        """The places where this node's leaves would still follow the document text.
+
+        The tree is valid before the move, so without the node its leaves read in text order
+        with one gap: the node's own span. A place fits exactly when the last leaf before it,
+        in pre-order without the node, ends where the node starts (the leaf after it then
+        starts where the node ends). One walk of the tree finds them all.
+        """
+        node = self.nodes[node_id]
+        places: list[MovePlace] = []
+        last_end = 0
+        stack: list[tuple[int, int]] = [(self.root_id, 0)]  # (node, its next child to visit)
+        while stack:
+            key, index = stack.pop()
+            if self.nodes[key].kind == LEAF:
+                last_end = self.nodes[key].end_char
+                continue
+            others = [child for child in self.children[key] if child != node_id]
+            if last_end == node.start_char:
+                places.append(
+                    MovePlace(key, index, others[index - 1] if index else None, index == len(others))
+                )
+            if index < len(others):
+                stack.append((key, index + 1))
+                stack.append((others[index], 0))
+        return places

@@ -221,35 +221,23 @@ class TreeShape:
 
     def _check_depths(self, node_id: int, *, shift: int, doing: str) -> None:
         """Refuse when shifting this subtree by ``shift`` levels puts a node deeper than allowed."""
+        problem = self._depth_problem(node_id, shift=shift, doing=doing)
+        if problem is not None:
+            raise NodeEditError(problem)
+
+    def _depth_problem(self, node_id: int, *, shift: int, doing: str) -> str | None:
         for key in self.subtree(node_id):
             node = self.nodes[key]
             depth = node.depth + shift
             limit = MAX_DEPTH if node.kind == LEAF else MAX_INTERNAL_DEPTH
             if depth > limit:
                 what = "a leaf" if node.kind == LEAF else "a section"
-                raise NodeEditError(
+                return (
                     f"{doing} would put {what} ({self.label(node)}) at depth {depth}; a tree holds at "
                     f"most {MAX_DEPTH} levels below the root, sections at most {MAX_INTERNAL_DEPTH}. "
                     "Choose a place higher up, or dissolve a section inside it first."
                 )
-
-    def _leaves_follow_text(self) -> bool:
-        cursor = 0
-        for node in self._leaves_by_links():
-            if node.start_char != cursor:
-                return False
-            cursor = node.end_char
-        return cursor == len(self.text)
-
-    def _leaves_by_links(self) -> list[NodeState]:
-        found: list[NodeState] = []
-        stack = [self.root_id]
-        while stack:
-            key = stack.pop()
-            if self.nodes[key].kind == LEAF:
-                found.append(self.nodes[key])
-            stack.extend(reversed(self.children[key]))
-        return found
+        return None
 
     def _numbered_by_shape(self) -> bool:
         """Whether every node's depth, ordinal and order are those of its place in the tree."""

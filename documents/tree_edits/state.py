@@ -57,3 +57,13 @@ class TreeDiff:
 
 def changed_fields(before: NodeState, after: NodeState) -> list[str]:
     return [name for name in STATE_FIELDS if getattr(before, name) != getattr(after, name)]
+
+
+@dataclass(frozen=True)
+class MovePlace:
+    """A place a node can move to: ``position`` among the other children of ``parent_id``."""
+
+    parent_id: int
+    position: int  # 0 = first
+    after_id: int | None  # the sibling it lands after (None: first)
+    last: bool  # after all the other children

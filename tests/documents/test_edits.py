@@ -18,6 +18,7 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from documents import selectors
 from documents.ingestion.pipeline import TOC_SEPARATOR, NodeEdit, apply_edits, edit_key, flatten_tree
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION, TreeNode, check_tree, kind_for_depth
 from documents.models import Document, DocumentTerm, Node, TreeEdit
@@ -292,6 +293,18 @@ def test_a_section_moves_into_the_next_one_and_becomes_a_subsection(guide: Docum
     moved = Node.objects.get(pk=eruptions.pk)
     assert (moved.kind, moved.depth, moved.toc_path) == (SUBSECTION, 2, "Guide › Formation › Eruptions")
     assert leaf(guide, "Shield volcanoes").depth == 3
+    assert_well_formed(guide)
+
+
+def test_a_move_without_a_position_takes_the_place_that_keeps_the_text_in_order(guide: Document) -> None:
+    hotspots, eruptions = titled(guide, "Hotspots"), titled(guide, "Eruptions")
+    root = Node.objects.get(document=guide, kind=ROOT)
+    places = selectors.node_move_places(document=guide, node_id=hotspots.pk)
+    # Up beside its section, or to the start of the next one: where its text already sits.
+    assert [(place.parent_id, place.position) for place in places] == [(root.pk, 2), (eruptions.pk, 0)]
+    node_move(node=hotspots, parent=eruptions)  # no position: the start, not the end (refused)
+    moved = Node.objects.get(pk=hotspots.pk)
+    assert (moved.parent_id, moved.ordinal, moved.kind) == (eruptions.pk, 0, SUBSECTION)
     assert_well_formed(guide)
 
 

@@ -93,8 +93,9 @@ def node_move(
     user: Any = None,
     expected_version: int | None = None,
 ) -> TreeEditResult:
-    """Move ``node`` with its subtree to ``position`` among the children of ``parent`` (0 = first,
-    None = last), or to another place among its siblings.
+    """Move ``node`` with its subtree to ``position`` among the other children of ``parent`` (0 =
+    first; None = the place under ``parent`` where the text stays in order, else last), or to
+    another place among its siblings. ``selectors.node_move_places`` lists every place this takes.
 
     The leaves must still read in text order afterwards, so a node can move only where its text
     already sits: to the end of the section before it, the start of the section after it, or up
