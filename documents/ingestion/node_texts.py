@@ -262,7 +262,7 @@ class NodeTexts:
             if " " not in phrase:
                 title = self._lone_word_title(phrase, ranked[index + 1 : index + 8], total)
             title = shorten(title[:1].upper() + title[1:], TITLE_CHARS)
-            if title.casefold() not in taken:
+            if title.casefold() not in taken and not is_address_phrase(title):
                 return title
         return ""
 

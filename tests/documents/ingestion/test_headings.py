@@ -142,6 +142,54 @@ def test_an_inline_title_ends_where_the_clause_text_begins() -> None:
     assert _slices(text, headings)[1] == "1.1 Products "
 
 
+def test_a_heading_and_its_first_subclause_on_one_line_are_two_headings() -> None:
+    """CUAD's supply agreement: "2. PRODUCT MANUFACTURE AND SUPPLY 2.1 Manufacture and Purchase."
+    was one title, and 2.1 no heading at all."""
+    text = (
+        f"Recitals. {BODY}\n\n2. PRODUCT MANUFACTURE AND SUPPLY 2.1 Manufacture and Purchase. Supplier "
+        f"shall make the Products. {BODY} 2.2 Forecasts. {BODY}\n\n3. PRICE AND PAYMENT 3.1 Prices. {BODY}"
+    )
+    headings = _headings(text)
+    assert [h.title for h in headings] == [
+        "2. PRODUCT MANUFACTURE AND SUPPLY",
+        "2.1 Manufacture and Purchase",
+        "2.2 Forecasts",
+        "3. PRICE AND PAYMENT",
+        "3.1 Prices",
+    ]
+    assert [h.path for h in headings] == [(2,), (2, 1), (2, 2), (3,), (3, 1)]
+    # The section's heading is its line up to the subclause, which starts a heading of its own.
+    assert _slices(text, headings)[0] == "2. PRODUCT MANUFACTURE AND SUPPLY"
+    assert text[headings[1].start :].startswith("2.1 Manufacture and Purchase.")
+
+
+def test_a_title_running_into_a_defined_term_keeps_its_heading() -> None:
+    """ "1. DEFINITIONS 1.1 "Affiliate" means ...": the title was lost (the whole line is no title)
+    and the section was named by a key phrase ("1. Manufacturing activities")."""
+    text = (
+        f'Recitals. {BODY}\n\n1. DEFINITIONS 1.1 "Affiliate" means any entity that controls a party. '
+        f'1.2 "Products" means the goods listed in Exhibit A. {BODY}\n\n'
+        f"2. TERM AND TERMINATION 2.1 This Agreement starts on the Effective Date. {BODY}"
+    )
+    headings = _headings(text)
+    assert [h.title for h in headings] == ["1. DEFINITIONS", "", "", "2. TERM AND TERMINATION", ""]
+    assert [h.path for h in headings] == [(1,), (1, 1), (1, 2), (2,), (2, 1)]
+    assert [h.label for h in headings] == ["1.", "1.1", "1.2", "2.", "2.1"]
+
+
+def test_a_first_subclause_does_not_make_a_contents_list() -> None:
+    """Four numbers within 80 characters read as a table of contents; a section's first subclause
+    right after its title is no entry of such a list (CUAD: "6.5 [Redacted] 6.6 [Redacted]
+    7. CONFORMITY OF PRODUCTS 7.1 Philips represents ..." lost section 7)."""
+    text = (
+        f"6. PRICE AND PAYMENT 6.1 Prices. {BODY} 6.5 [Redacted - Payment Details] 6.6 [Redacted]\n\n"
+        f"7. CONFORMITY OF PRODUCTS 7.1 Philips represents that the goods conform. {BODY} 7.2 Repairs. {BODY}"
+    )
+    titles = [h.title for h in detect_headings(text)[1]]
+    assert "7. CONFORMITY OF PRODUCTS" in titles
+    assert [h.label for h in detect_headings(text)[1] if h.path[:1] == (7,)] == ["7.", "7.1", "7.2"]
+
+
 def test_numbered_headings_after_a_wide_extraction_gap_or_without_their_space() -> None:
     gap = f"the buyer   1. Term {BODY}   2. Price {BODY}"
     assert [h.title for h in _headings(gap)] == ["1. Term", "2. Price"]

@@ -219,6 +219,83 @@ def test_the_heading_of_a_section_does_not_name_the_groups_below_it() -> None:
     assert "invoice" in invoices.title.lower()
 
 
+NOTICES = [
+    "All notices under this Agreement shall be in writing and sent by courier.",
+    "Notices take effect on receipt by the party they are sent to.",
+    "If to Medimetriks: Medimetriks Pharmaceuticals, Inc. 383 Route 46 West Fairfield, NJ 07004 "
+    "Attention: President",
+    "If to Supplier: Ferndale Contract Labs, LLC 1000 Valley Drive Suite 200 Wayne, NJ 07470 "
+    "Attention: General Manager",
+    "If to Supplier, with a copy to: Ferndale Contract Labs, LLC 1000 Valley Drive Suite 200 Wayne, "
+    "NJ 07470 Attention: Legal Department",
+]
+GOVERNING_LAW = [
+    "This Agreement is governed by the laws of the State of New Jersey.",
+    "The courts of New Jersey alone hear any dispute under this Agreement.",
+]
+
+
+def test_no_key_phrase_is_built_from_an_address() -> None:
+    """Section 12 of CUAD's supply agreement had a part titled "Notices and Drive Suite Wayne"."""
+    builder = _builder(NOTICES + GOVERNING_LAW)
+    notices, law = Draft(0, 5, children=_leaves(0, 2, 3, 4, 5)), Draft(5, 7, children=_leaves(5, 6, 7))
+    _filled(builder, Draft(0, 7, children=[notices, law]))
+    address_words = {"Drive", "Suite", "Wayne", "Route", "West", "Fairfield", "Attention", "NJ"}
+    assert notices.title.startswith("Notices") and not set(notices.title.split()) & address_words, (
+        notices.title
+    )
+    assert not set(notices.summary.split()) & {"Drive", "Suite", "Route", "07004", "07470"}, notices.summary
+
+
+def test_numbers_break_a_key_phrase() -> None:
+    pieces = [
+        "Deliveries go to Dock 4 Warehouse and Dock 4 Warehouse only.",
+        "The Dock 7 Warehouse takes returns from the Dock 7 Warehouse team.",
+    ]
+    root = _filled(_builder(pieces), Draft(0, 2, children=_leaves(0, 1, 2)))
+    assert root.title == "Warehouse" or "Dock Warehouse" not in root.title, root.title
+
+
+def test_place_of_business_names_nothing() -> None:
+    pieces = [
+        "Acme Labs moves its place of business to the harbour district next year.",
+        "The new place of business opens after the lease is signed.",
+        "Its old place of business closes in the spring.",
+    ]
+    root = _filled(_builder(pieces), Draft(0, 3, children=_leaves(0, 1, 2, 3)))
+    assert "place of business" not in root.title.lower(), root.title
+
+
+def test_the_opening_of_a_contract_that_names_its_parties_is_the_preamble() -> None:
+    """It was named by a phrase of a party and its address: "Medimetriks and place of business"."""
+    definitions = Heading(0, 1, 12.0, "1. DEFINITIONS", family="number", path=(1,), label="1.")
+    pieces = [
+        "This Supply Agreement is made by and between Medimetriks Pharmaceuticals, Inc., with its "
+        "principal place of business at 383 Route 46 West, Fairfield, NJ 07004, and Ferndale Labs.",
+        "WHEREAS, Medimetriks markets topical products and wishes to buy them from Ferndale.",
+        "1. DEFINITIONS",
+        "Products means the goods listed in Exhibit A.",
+    ]
+    builder = _builder(pieces, headings={2: definitions})
+    preamble = Draft(0, 2, children=_leaves(0, 1, 2))
+    section = Draft(2, 4, heading=definitions, children=_leaves(2, 4))
+    _filled(builder, Draft(0, 4, children=[preamble, section]))
+    assert (preamble.title, section.title) == ("Preamble", "1. DEFINITIONS")
+
+
+def test_an_opening_that_names_no_parties_keeps_its_key_phrase() -> None:
+    pieces = [
+        "The weather station measures wind speed every minute.",
+        "Wind speed readings are shown on the weather station display.",
+        "Batteries last a year in the outdoor sensor.",
+        "Outdoor sensor batteries are changed in spring.",
+    ]
+    opening = Draft(0, 2, children=_leaves(0, 1, 2))
+    rest = Draft(2, 4, children=_leaves(2, 3, 4))
+    _filled(_builder(pieces), Draft(0, 4, children=[opening, rest]))
+    assert opening.title == "Weather station"
+
+
 # -- summaries
 
 
@@ -276,6 +353,18 @@ def test_the_summary_ignores_page_headers_short_lines_and_heading_lines() -> Non
     builder.units[1].heading_only = True
     root = _filled(builder, Draft(0, 6, children=_leaves(0, 3, 6)))
     assert root.summary == f"{pieces[3]} {pieces[5]}"
+
+
+def test_the_summary_skips_price_rows_and_bracket_debris() -> None:
+    """The root's summary of CUAD's supply agreement ended with "...15 [ ] =..." from a price list."""
+    pieces = [
+        "Sumadan Wash 15 [ ] = [ ] per unit [ ] Sumadan Kit 15 [ ] = [ ] per unit [ ]",
+        "Sumaxin TS 10 [ ] = [ ] per tube [ ] Sumaxin Pads 60 [ ] = [ ] per box [ ]",
+        "The unit price of each Sumadan product is fixed for the first contract year.",
+    ]
+    root = _filled(_builder(pieces, _at(0, 0, 0)), Draft(0, 3, children=_leaves(0, 1, 2, 3)))
+    assert "[ ]" not in root.summary and "=" not in root.summary, root.summary
+    assert root.summary == pieces[2]
 
 
 def test_markup_is_stripped_from_titles_and_summaries() -> None:
