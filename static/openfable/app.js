@@ -1,23 +1,42 @@
-// Drop files (PDF, Word, HTML, Markdown, text) onto an upload form: they go into its file input, as if chosen.
-document.addEventListener("DOMContentLoaded", () => {
-  document.body.addEventListener("dragover", (event) => {
-    const zone = event.target.closest("[data-dropzone]");
-    if (zone) { event.preventDefault(); zone.classList.add("dropping"); }
+// Drop files (PDF, Word, HTML, Markdown, text) anywhere on a page with an upload form: they go
+// into its file input, as if chosen, and its panel opens with "Add and index" focused. Only a
+// drag that carries files counts (moving a node in the outline is a drag too).
+(() => {
+  let depth = 0;  // dragenter/dragleave fire for every element crossed: count them
+  const uploadForm = () => document.querySelector("form[data-dropzone]");
+  const carriesFiles = (event) => [...(event.dataTransfer?.types || [])].includes("Files");
+  const done = () => { depth = 0; document.body.classList.remove("dropping-files"); };
+
+  document.addEventListener("dragenter", (event) => {
+    if (!carriesFiles(event) || !uploadForm()) return;
+    depth += 1;
+    document.body.classList.add("dropping-files");
   });
-  document.body.addEventListener("dragleave", (event) => {
-    const zone = event.target.closest("[data-dropzone]");
-    if (zone) zone.classList.remove("dropping");
+  document.addEventListener("dragleave", (event) => {
+    if (!carriesFiles(event) || !uploadForm()) return;
+    depth = Math.max(0, depth - 1);
+    if (!depth) done();
   });
-  document.body.addEventListener("drop", (event) => {
-    const zone = event.target.closest("[data-dropzone]");
-    const input = zone && zone.querySelector("input[type=file]");
-    if (!input || !event.dataTransfer.files.length) return;
+  document.addEventListener("dragover", (event) => {
+    if (carriesFiles(event) && uploadForm()) event.preventDefault();  // lets the drop happen
+  });
+  document.addEventListener("drop", (event) => {
+    const form = uploadForm();
+    const input = form && form.querySelector("input[type=file]");
+    if (!input || !carriesFiles(event)) return;
     event.preventDefault();
-    zone.classList.remove("dropping");
+    done();
+    if (!event.dataTransfer.files.length) return;
     input.files = event.dataTransfer.files;
     input.dispatchEvent(new Event("change", { bubbles: true }));
+    const panel = form.closest("details");
+    if (panel) panel.open = true;
+    const count = input.files.length;
+    const hint = form.querySelector(".dropzone-hint");
+    if (hint) hint.textContent = `${count} file${count === 1 ? "" : "s"} ready: choose the collection and tags if you like, then press Add and index.`;
+    form.querySelector("button[type=submit]")?.focus();
   });
-});
+})();
 
 // "Copy context": the packed text of a query result to the clipboard.
 document.addEventListener("click", (event) => {
