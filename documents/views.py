@@ -233,6 +233,7 @@ def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpRe
         node["label"] = node["title"] or _opening(document.content[node["start_char"] : node["end_char"]])
     # Nothing is selected until the person picks a node: the page opens on the plain text.
     selected = flat.get(node_id or -1)
+    move_places = _move_places(document, flat, selected)
     context = {
         "document": document,
         "tree": tree,
@@ -243,7 +244,8 @@ def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpRe
         ],
         "review": document_review(document=document)[:50],
         "llm_configured": llm_configured(),
-        "parents": [node for node in flat.values() if node["kind"] != "leaf"],
+        "move_places": move_places,
+        "move_targets": {place["parent"]["id"] for place in move_places},  # drop targets in the outline
         "siblings_after": _siblings_after(flat, selected),
         "page_views": (
             node_page_views(document=document, start=selected["start_char"], end=selected["end_char"])
@@ -271,6 +273,18 @@ def document_page_image(request: HtmxHttpRequest, pk: int, page: int) -> HttpRes
     )
     response["Cache-Control"] = "private, max-age=86400"  # a document's file never changes
     return response
+
+
+def _move_places(
+    document: Document, flat: dict[int, Any], node: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Where the selected node can move (``selectors.node_move_places``: the move's own rule)."""
+    places = (
+        selectors.node_move_places(document=document, node_id=node["id"]) if node and node["parent"] else []
+    )
+    return [
+        {"parent": flat[p.parent_id], "after": flat.get(p.after_id or -1), "last": p.last} for p in places
+    ]
 
 
 def _siblings_after(flat: dict[int, dict[str, Any]], node: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -144,6 +144,11 @@ document.addEventListener("click", (event) => {
     // A selected node deep inside a closed branch is shown: its ancestors open.
     for (let up = selected && parentItem(selected); up; up = parentItem(up)) setOpen(up, true);
     (selected || shownItems(tree)[0]).tabIndex = 0;
+    // The selected node, where it can move, is dragged by its row (the link inside stays still).
+    if (selected && selected.hasAttribute("data-movable")) {
+      selected.querySelector(":scope > .node-row").draggable = true;
+      linkOf(selected).draggable = false;
+    }
     return selected;
   }
 
@@ -212,6 +217,107 @@ document.addEventListener("click", (event) => {
     // The whole row selects, not only the words of the link.
     const row = event.target.closest('[role="tree"] .node-row');
     if (row && !event.target.closest(".node-link")) linkOf(row.closest('[role="treeitem"]'))?.click();
+  });
+
+  // -- Moving the selected node: drag it onto a highlighted place, or from the keyboard Ctrl+X
+  // (Cmd+X) on it, the arrow keys through the places, Enter to move it there, Escape to cancel.
+  // The places are the server's ([data-drop-target], the move menu's parents): the move's own
+  // rule, so every drop is one the move takes. A drop sends the edit panel's move form.
+  let moving = null;  // the item being moved, while a drag or a keyboard move lasts
+  const say = (words) => { const live = document.getElementById("move-status"); if (live) live.textContent = words; };
+  const placesIn = (tree) => itemsOf(tree).filter((item) => item.hasAttribute("data-drop-target"));
+  const placeAt = (node) => node && node.closest && node.closest(".node-row")?.closest('[role="treeitem"][data-drop-target]');
+
+  function startMove(item) {
+    const tree = treeOf(item);
+    moving = item;
+    tree.classList.add("moving");
+    item.classList.add("move-source");
+    for (const place of placesIn(tree)) for (let up = parentItem(place); up; up = parentItem(up)) setOpen(up, true);
+  }
+
+  function endMove() {
+    if (!moving) return;
+    const tree = treeOf(moving);
+    if (tree) {
+      tree.classList.remove("moving");
+      for (const item of tree.querySelectorAll(".move-source, .drop-over")) item.classList.remove("move-source", "drop-over");
+    }
+    moving = null;
+  }
+
+  function dropOn(place) {
+    const select = document.getElementById("move-parent");
+    const id = place.id.replace("node-", "");
+    endMove();
+    if (!select || ![...select.options].some((option) => option.value === id)) return;
+    select.value = id;
+    say(`Moving to ${select.selectedOptions[0].textContent}.`);
+    select.form.requestSubmit();
+  }
+
+  document.addEventListener("dragstart", (event) => {
+    const item = event.target.closest && event.target.closest('.outline [role="treeitem"]');
+    if (!item || !item.hasAttribute("data-movable")) return;
+    event.dataTransfer.effectAllowed = "move";
+    event.dataTransfer.setData("text/plain", labelOf(item));
+    startMove(item);
+  });
+  document.addEventListener("dragover", (event) => {
+    const place = moving && placeAt(event.target);
+    if (!place) return;
+    event.preventDefault();
+    event.dataTransfer.dropEffect = "move";
+    for (const other of treeOf(place).querySelectorAll(".drop-over")) if (other !== place) other.classList.remove("drop-over");
+    place.classList.add("drop-over");
+  });
+  document.addEventListener("drop", (event) => {
+    const place = moving && placeAt(event.target);
+    if (!place) return;
+    event.preventDefault();
+    dropOn(place);
+  });
+  document.addEventListener("dragend", () => endMove());
+
+  // Registered before the tree's own keys: while a move lasts, the keys are the move's.
+  document.addEventListener("keydown", (event) => {
+    const item = event.target.closest && event.target.closest('[role="treeitem"]');
+    if (!item || event.target !== item) return;
+    const cut = (event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "x";
+    if (!moving && cut) {
+      event.preventDefault();
+      if (!item.hasAttribute("data-movable")) {
+        say(item.getAttribute("aria-selected") === "true"
+          ? "This node has no other place that keeps the text in order."
+          : "Select the node first (Enter), then press Ctrl+X on it to move it.");
+        return;
+      }
+      startMove(item);
+      const places = placesIn(treeOf(item));
+      moveTo(places[0]);
+      say(`Moving “${labelOf(item)}”: ${places.length} place${places.length === 1 ? "" : "s"} it can go, highlighted. ` +
+        "Up and Down go through them, Enter moves it there, Escape cancels.");
+      return;
+    }
+    if (!moving) return;
+    const places = placesIn(treeOf(item));
+    const at = places.indexOf(item);
+    const paste = (event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "v";
+    if (event.key === "Escape") {
+      const source = moving;
+      endMove();
+      moveTo(source);
+      say("Move cancelled.");
+    } else if (event.key === "Tab") {
+      endMove();
+      return;  // Tab leaves the tree as usual
+    } else if (event.key === "ArrowDown") moveTo(places[Math.min(at + 1, places.length - 1)]);
+    else if (event.key === "ArrowUp") moveTo(places[Math.max(at - 1, 0)]);
+    else if (event.key === "Home") moveTo(places[0]);
+    else if (event.key === "End") moveTo(places[places.length - 1]);
+    else if ((event.key === "Enter" || paste) && at >= 0) dropOn(item);
+    event.preventDefault();
+    event.stopImmediatePropagation();
   });
 
   document.addEventListener("keydown", (event) => {

@@ -89,8 +89,7 @@ def test_upload_watch_read_and_query(
     page.get_by_role("link", name="section Eruptions").click()
     expect(page.locator("#selected-heading")).to_have_text("Eruptions")
     page.get_by_text("Correct this node", exact=True).click()
-    page.get_by_label("Move under").select_option(label="section: Formation")
-    page.locator("#move-position").fill("")
+    page.get_by_label("Move to").select_option(label="Section “Formation”, at the end")
     page.get_by_role("button", name="Move", exact=True).click()
     expect(page.get_by_text("Moved.")).to_be_visible()
     assert guide.nodes.get(title="Eruptions").kind == "subsection"
