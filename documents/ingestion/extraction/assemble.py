@@ -57,6 +57,10 @@ class Block:
     heading_source: str = ""
     # Starts a paragraph ("\n\n" before it) rather than continuing one ("\n").
     new_paragraph: bool = True
+    # Continues the line before it, which a PDF wrapped: joined with a space, so that a paragraph
+    # is one line as a text file writes it, and a sentence is never two lines (the structural
+    # builder may cut a long sentence at a line break, never inside a line).
+    wrapped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +82,10 @@ def assemble(blocks: list[Block], *, pages: int, max_chars: int, filename: str) 
         if not block.text.strip():
             continue
         if parts:
-            separator = "\n\n" if block.new_paragraph or block.heading_level or previous_heading else "\n"
+            if block.new_paragraph or block.heading_level or previous_heading:
+                separator = "\n\n"
+            else:
+                separator = " " if block.wrapped else "\n"
             parts.append(separator)
             length += len(separator)
         page_starts.setdefault(block.page, length)

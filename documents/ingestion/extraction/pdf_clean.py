@@ -126,9 +126,22 @@ def clean_pages(pages: Sequence[PdfPage], outline: Sequence[OutlineEntry]) -> li
             heading_level=line.heading_level,
             heading_source=line.heading_source,
             new_paragraph=line.new_paragraph,
+            wrapped=index > 0 and _wrapped(lines[index - 1], line),
         )
-        for line in lines
+        for index, line in enumerate(lines)
     ]
+
+
+def _wrapped(previous: Line, line: Line) -> bool:
+    """``line`` goes on with the prose of the line before it, which the page only wrapped: the
+    same paragraph, no heading, and not two rows of a table (both lines cut into segments by
+    wide gaps; a clause's number set apart from its first line is one such gap, on one line)."""
+    return (
+        not line.new_paragraph
+        and not line.heading_level
+        and not previous.heading_level
+        and (len(previous.source.segments) <= 1 or len(line.source.segments) <= 1)
+    )
 
 
 # -- running headers, footers, page numbers

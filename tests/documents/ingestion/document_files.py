@@ -18,7 +18,7 @@ BODY = (
 )
 
 
-def _pdf() -> FPDF:
+def pdf_document() -> FPDF:
     pdf = FPDF(format="A4", unit="pt")
     pdf.set_auto_page_break(False)
     pdf.set_compression(True)
@@ -26,7 +26,9 @@ def _pdf() -> FPDF:
     return pdf
 
 
-def _lines(pdf: FPDF, lines: Sequence[str], *, x: float = 72, top: float = 120, pitch: float = 15) -> float:
+def draw_lines(
+    pdf: FPDF, lines: Sequence[str], *, x: float = 72, top: float = 120, pitch: float = 15
+) -> float:
     y = top
     for line in lines:
         pdf.text(x, y, line)
@@ -63,7 +65,7 @@ def report_pdf(*, pages: int = 3) -> bytes:
     """A multi-page report: a running header and footer with the page number on every page, a
     bold 18pt title, a bold 14pt section heading on each page, body lines in 11pt, and on each
     page a word hyphenated across a line end ("agree-" / "ment", "deliv-" / "ery")."""
-    pdf = _pdf()
+    pdf = pdf_document()
     for number in range(1, pages + 1):
         pdf.add_page()
         pdf.set_font("Helvetica", "", 9)
@@ -79,19 +81,21 @@ def report_pdf(*, pages: int = 3) -> bytes:
         pdf.text(72, y, f"{number}. {SECTIONS[number - 1]}")
         y += 28
         pdf.set_font("Helvetica", "", 11)
-        y = _lines(pdf, [CLAUSES[number - 1], *HYPHENATED[number - 1]], top=y)
-        _lines(pdf, [SECOND[number - 1]], top=y + 12)  # a wider gap: a new paragraph
+        y = draw_lines(pdf, [CLAUSES[number - 1], *HYPHENATED[number - 1]], top=y)
+        draw_lines(pdf, [SECOND[number - 1]], top=y + 12)  # a wider gap: a new paragraph
     return bytes(pdf.output())
 
 
 def outline_pdf() -> bytes:
     """Two pages whose headings are plain body text, but named by the PDF's outline (bookmarks)."""
-    pdf = _pdf()
+    pdf = pdf_document()
     pdf.set_font("Helvetica", "", 11)
     for title in ("Introduction", "Payment Terms"):
         pdf.add_page()
         pdf.start_section(title, level=0)
-        _lines(pdf, [title, f"Body of {title.lower()}: {BODY[:70]}", "It goes on for another line."], top=100)
+        draw_lines(
+            pdf, [title, f"Body of {title.lower()}: {BODY[:70]}", "It goes on for another line."], top=100
+        )
     return bytes(pdf.output())
 
 
@@ -116,7 +120,7 @@ RIGHT_COLUMN = [
 def two_column_pdf() -> bytes:
     """One page with a full-width title and two columns of prose, drawn row by row across both
     columns (left line 1, right line 1, left line 2, ...): the order the stream gives is wrong."""
-    pdf = _pdf()
+    pdf = pdf_document()
     pdf.add_page()
     pdf.set_font("Helvetica", "", 11)
     pdf.text(72, 80, "A full width title line that spans across both of the columns below")
@@ -129,11 +133,11 @@ def two_column_pdf() -> bytes:
 
 
 def encrypted_pdf() -> bytes:
-    pdf = _pdf()
+    pdf = pdf_document()
     pdf.set_encryption(owner_password="owner-secret", user_password="user-secret")
     pdf.add_page()
     pdf.set_font("Helvetica", "", 11)
-    _lines(pdf, ["Secret text nobody should read without the password."])
+    draw_lines(pdf, ["Secret text nobody should read without the password."])
     return bytes(pdf.output())
 
 
@@ -141,7 +145,7 @@ def image_only_pdf(*, pages: int = 2) -> bytes:
     """A "scan": every page is a picture, with no text layer."""
     from PIL import Image, ImageDraw
 
-    pdf = _pdf()
+    pdf = pdf_document()
     for _ in range(pages):
         image = Image.new("RGB", (400, 300), "white")
         draw = ImageDraw.Draw(image)
@@ -153,11 +157,11 @@ def image_only_pdf(*, pages: int = 2) -> bytes:
 
 
 def plain_pdf(lines: Sequence[str], *, pages: int = 1) -> bytes:
-    pdf = _pdf()
+    pdf = pdf_document()
     pdf.set_font("Helvetica", "", 11)
     for _ in range(pages):
         pdf.add_page()
-        _lines(pdf, lines)
+        draw_lines(pdf, lines)
     return bytes(pdf.output())
 
 

@@ -85,7 +85,33 @@ def test_two_columns_drawn_row_by_row_are_read_column_by_column() -> None:
     text = extract(files.two_column_pdf(), filename="columns.pdf").text
     lines = [line for line in text.splitlines() if line]
     assert lines[0].startswith("A full width title line")
-    assert lines[1:] == files.LEFT_COLUMN + files.RIGHT_COLUMN
+    # Each column is one paragraph: its wrapped lines are one line of text.
+    assert lines[1:] == [" ".join(files.LEFT_COLUMN), " ".join(files.RIGHT_COLUMN)]
+
+
+def test_wrapped_lines_are_one_line_and_table_rows_stay_apart() -> None:
+    """A paragraph the page wrapped is one line, as a text file writes it (the structural builder
+    may cut a long sentence at a line break, never inside a line: CUAD's clauses were cut across
+    two leaves); a table's rows, whose cells stand apart, stay one a line."""
+    pdf = files.pdf_document()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    wrapped = (
+        "EXCEPT FOR A BREACH OF SECTION 8 (CONFIDENTIALITY), IN NO EVENT WILL EITHER",
+        "PARTY BE LIABLE FOR ANY INDIRECT, PUNITIVE, SPECIAL, INCIDENTAL, EXEMPLARY OR",
+        "CONSEQUENTIAL DAMAGES, HOWSOEVER ARISING.",
+    )
+    y = files.draw_lines(pdf, wrapped)
+    rows = (("Product", "Years", "Price"), ("Kettle", "2", "40"), ("Toaster", "3", "55"))
+    y += 30
+    for row in rows:
+        for column, cell in enumerate(row):
+            pdf.text(72 + 150 * column, y, cell)
+        y += 15
+    text = extract(bytes(pdf.output()), filename="wrapped.pdf").text
+    lines = [line for line in text.splitlines() if line]
+    assert lines[0] == " ".join(wrapped)
+    assert lines[1:] == [" ".join(row) for row in rows]
 
 
 def test_compound_words_keep_their_hyphen_across_a_line_end() -> None:
