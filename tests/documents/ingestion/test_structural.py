@@ -48,6 +48,11 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 SHARED_DIR = Path(os.environ.get("OPENFABLE_SHARED_DIR", REPO_ROOT.parent / "shared"))
 DATASETS = SHARED_DIR / "datasets"
 MANUAL = REPO_ROOT / "tests" / "fixtures" / "halcyon_weather_station_manual.md"
+# Made up after the CUAD supply agreement of issue 22 item 7 (its text is not in the shared set):
+# run-in subclauses ("1. DEFINITIONS 1.1 ..."), party addresses, a redacted price list.
+SUPPLY_AGREEMENT = REPO_ROOT / "tests" / "fixtures" / "supply_agreement_run_in_headings.txt"
+# What no title or summary may quote: streets, suites, postcodes, price rows, bracket debris.
+_DEBRIS = re.compile(r"\[ *\]|\[\*+\]| = |\b(Drive|Suite|Route|Street)\b|\b\d{5}\b|(?i:place of business)")
 MAX_LEAF_TOKENS = 200
 # A leaf may pass the limit by the heading lines it opens with ("## 3. Setup"), or hold one
 # sentence longer than the limit (plus such a heading).
@@ -197,6 +202,66 @@ def test_contract_with_inline_numbered_headings() -> None:
     assert 15 <= len(titles) <= 25, _report(root, text)
     section = next(node for node in _sections(root) if node.title == "4. Purchases and Redemptions")
     assert text[section.start_char :].startswith("4. Purchases and Redemptions.")
+
+
+def _titles_and_summaries(root: TreeNode) -> list[str]:
+    return [text for node, _ in root.walk() if node.kind != LEAF for text in (node.title, node.summary)]
+
+
+def test_headings_are_the_titles_of_a_contract_with_run_in_subclauses() -> None:
+    """Issue 22 item 7: "1. DEFINITIONS" was "1. Specifications and Term", "2. PRODUCT MANUFACTURE
+    AND SUPPLY 2.1 Manufacture and Purchase" one title, the preamble "Place of business", the
+    exhibit's summary a price row "[ ] = [ ] per unit [ ]", and section 9 was lost."""
+    text = SUPPLY_AGREEMENT.read_text(encoding="utf-8")
+    root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens)
+    _assert_sound(root, text)
+    assert [section.title for section in _sections(root)] == [
+        "Preamble",
+        "1. DEFINITIONS",
+        "2. PRODUCT MANUFACTURE AND SUPPLY",
+        "3. PRICE AND PAYMENT",
+        "4. QUALITY",
+        "5. DELIVERY",
+        "6. WARRANTIES",
+        "7. INDEMNIFICATION",
+        "8. CONFIDENTIALITY",
+        "9. TERM AND TERMINATION",
+        "10. INSURANCE",
+        "11. FORCE MAJEURE",
+        "12. MISCELLANEOUS",
+        "EXHIBIT A PRODUCTS AND PRICES",
+    ]
+    supply = next(section for section in _sections(root) if section.title.startswith("2. "))
+    assert [child.title for child in supply.children if child.kind != LEAF][:1] == [
+        "2.1 Manufacture and Purchase"
+    ]
+    assert text[supply.start_char :].startswith("2. PRODUCT MANUFACTURE AND SUPPLY 2.1")
+    assert not [quoted for quoted in _titles_and_summaries(root) if _DEBRIS.search(quoted)]
+
+
+def test_a_cuad_supply_agreement_keeps_its_headings_as_titles() -> None:
+    """CUAD's Philips supply agreement, inline headings with run-in first subclauses: before,
+    "10. INDEMNIFICATION AND LIMITATION OF LIABILITY 10.1 Indemnification by Philips (i)",
+    "14. CONFIDENTIALITY 14.1 Confidential", "18. Transmission and Arun Menawat" (its heading is
+    "18. MISCELLANEOUS"), a preamble called "Manufacturing process"."""
+    text = _contract("22")
+    assert "18. MISCELLANEOUS 18.1" in text and "14. CONFIDENTIALITY 14.1 Confidential" in text
+    root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens)
+    check_tree(root, text)
+    sections = {section.title: section for section in _sections(root)}
+    assert next(iter(sections)) == "Preamble"
+    for expected in (
+        "5. DELIVERY, TRANSFER OF RISK AND OWNERSHIP",
+        "7. CONFORMITY OF PRODUCTS",
+        "10. INDEMNIFICATION AND LIMITATION OF LIABILITY",
+        "13. INTELLECTUAL PROPERTY RIGHTS",
+        "14. CONFIDENTIALITY",
+        "18. MISCELLANEOUS",
+    ):
+        assert expected in sections, _report(root, text)
+    assert "14.1 Confidential" in [child.title for child in sections["14. CONFIDENTIALITY"].children]
+    # No title runs a heading into its subclause.
+    assert not [title for title in sections if re.match(r"\d+\. .* \d+\.\d+", title)], _report(root, text)
 
 
 def test_markdown_manual_headings_become_the_tree() -> None:
