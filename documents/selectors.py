@@ -28,6 +28,7 @@ from documents.models import (
     collection_index_name,
     page_finder,
 )
+from documents.review import ReviewItem, review_nodes, score_review
 from documents.tree_edits import STATE_FIELDS, EditTree, MovePlace, NodeState
 from openfable.errors import NotFoundError, UserInputError
 from openfable.tokens import count_tokens
@@ -401,9 +402,9 @@ _REVIEW_EXCERPT_CHARS = 160
 def document_review_rows(*, document: Document) -> list[dict[str, Any]]:
     """Every node of the document as the tree review scores it, in document order (one query).
 
-    Plain dicts with the fields of ``documents.services.review.ReviewNode``: the vector (a numpy
+    Plain dicts with the fields of ``documents.review.ReviewNode``: the vector (a numpy
     array, or None), token count, title, summary, flags, and a leaf's opening characters instead
-    of its text. Scored by ``documents.services.review.document_review``.
+    of its text. Scored by ``document_review``.
     """
     from django.db.models.functions import Left
 
@@ -427,6 +428,12 @@ def document_review_rows(*, document: Document) -> list[dict[str, Any]]:
         )
     )
     return [dict(row) for row in rows]
+
+
+def document_review(*, document: Document) -> list[ReviewItem]:
+    """The document's nodes worth a person's look, worst first (one query; ``documents.review``
+    says what is flagged and why)."""
+    return score_review(review_nodes(document_review_rows(document=document)))
 
 
 def collection_index_state(collection_id: int) -> str:

@@ -34,7 +34,6 @@ from documents.services.documents import (
     document_reindex,
     job_retry,
 )
-from documents.services.review import document_review
 from documents.services.sharing import invitation_accept, invitation_decline
 from openfable.errors import NotFoundError, OpenFableError, PermissionDeniedError, UserInputError
 from openfable.http import HtmxHttpRequest
@@ -242,7 +241,7 @@ def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpRe
         "history": [
             (edit, edit_words_of(edit)) for edit in selectors.document_history_shown(document=document)
         ],
-        "review": document_review(document=document)[:50],
+        "review": selectors.document_review(document=document)[:50],
         "llm_configured": llm_configured(),
         "move_places": move_places,
         "move_targets": {place["parent"]["id"] for place in move_places},  # drop targets in the outline

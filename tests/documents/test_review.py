@@ -13,10 +13,7 @@ import pytest
 from django.conf import settings
 
 from documents.models import Document, Node
-from documents.selectors import document_review_rows
-from documents.services.nodes import node_update
-from documents.services.reembed import nodes_embed_stale
-from documents.services.review import (
+from documents.review import (
     DUPLICATE_TITLE,
     EMPTY_SUMMARY,
     EMPTY_TITLE,
@@ -28,10 +25,12 @@ from documents.services.review import (
     SUMMARY_FAR,
     ReviewItem,
     ReviewNode,
-    document_review,
     score_review,
     title_key,
 )
+from documents.selectors import document_review, document_review_rows
+from documents.services.nodes import node_update
+from documents.services.reembed import nodes_embed_stale
 from tests.factories import DocumentFactory
 from tests.fakes.openai_server import hash_vector
 from tests.trees import TEST_EMBEDDING_MODEL, sec, sec_text, sec_tree, tree_save

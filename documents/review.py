@@ -2,9 +2,9 @@
 
 Peers check a tree's shape (``documents.ingestion.tree``); nothing checks its judgment. This
 module scores every node with signals that are already at hand -- the vectors in pgvector, the
-token counts, the titles -- and lists the nodes worth a look, worst first. ``score_review`` is
-pure (plain ``ReviewNode`` rows in, ``ReviewItem`` out, no Django); ``document_review`` reads
-one document's rows (one query, ``documents.selectors.document_review_rows``) and scores them.
+token counts, the titles -- and lists the nodes worth a look, worst first. It is pure: plain
+``ReviewNode`` rows in, ``ReviewItem`` out, no Django (``score_review``); the read,
+``documents.selectors.document_review``, fetches one document's rows in one query and scores them.
 
 The signals, and why their thresholds (measured on the 156 documents of the development corpus,
 DragonBall and CUAD, 11,423 nodes built by the structural builder and embedded with the default
@@ -62,12 +62,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from documents.models import Document
 
 LEAF = "leaf"  # documents.ingestion.tree.LEAF, spelled here so this module imports no Django
 
@@ -149,14 +146,6 @@ class ReviewItem:
                 for s in self.signals
             ],
         }
-
-
-def document_review(*, document: Document) -> list[ReviewItem]:
-    """The document's nodes worth a person's look, worst first (one query; see the module docstring)."""
-    # Imported here so the scoring above stays importable without Django (it is tested on plain data).
-    from documents.selectors import document_review_rows
-
-    return score_review(review_nodes(document_review_rows(document=document)))
 
 
 def score_review(nodes: Iterable[ReviewNode]) -> list[ReviewItem]:
