@@ -26,7 +26,15 @@ from fable_benchmarks import BenchInputError
 
 def register(subparsers: Any) -> None:
     ingest = subparsers.add_parser("bench-ingest", help="time structural ingestion of JSONL datasets")
-    ingest.add_argument("--docs", action="append", required=True, type=Path, help="JSONL file (repeatable)")
+    ingest.add_argument("--docs", action="append", default=[], type=Path, help="JSONL file (repeatable)")
+    ingest.add_argument(
+        "--files",
+        action="append",
+        default=[],
+        type=Path,
+        help='JSONL of {"doc_id", "file"} (e.g. cuad/pdfs.jsonl): upload the files, extraction timed in '
+        "(repeatable)",
+    )
     ingest.add_argument("--limit", type=int, default=0, help="first N documents of each file (0: all)")
     ingest.add_argument("--json", dest="json_path", type=Path, help="also write the results here")
     ingest.add_argument("--keep", action="store_true", help="keep the throw-away collection")
@@ -66,6 +74,9 @@ def register(subparsers: Any) -> None:
     )
     bench.add_argument("--max-queries", type=int, default=0, help="stratified sample by query type (0: all)")
     bench.add_argument(
+        "--limit", type=int, default=0, help="first N documents, and the queries about them (0: all)"
+    )
+    bench.add_argument(
         "--collection", default="", help="reuse this already-ingested collection (skips ingestion)"
     )
     bench.add_argument(
@@ -74,6 +85,13 @@ def register(subparsers: Any) -> None:
     bench.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
     bench.add_argument(
         "--plot", dest="plot_path", type=Path, help="also draw recall against budget here (SVG)"
+    )
+    bench.add_argument(
+        "--files",
+        type=Path,
+        default=None,
+        help='JSONL of {"doc_id", "file"} (e.g. cuad/pdfs.jsonl): also upload the documents as these '
+        "files and compare, matching on normalised text",
     )
     bench.set_defaults(handler=_handle_bench_retrieval)
 
@@ -252,10 +270,15 @@ def _handle_bench_ingest(options: dict[str, Any]) -> str:
     from fable_benchmarks.report import format_ingest, write_json
 
     _check_files("docs", options["docs"])
+    _check_files("files", options["files"])
+    if not options["docs"] and not options["files"]:
+        raise BenchInputError("give --docs JSONL or --files JSONL (or both, each repeatable)")
     if options["limit"] < 0:
         raise BenchInputError("--limit must be 0 (all) or more")
+    inputs = [(path, False) for path in options["docs"]] + [(path, True) for path in options["files"]]
     rows = [
-        bench_ingest(path, limit=options["limit"], keep=options["keep"], log=_log) for path in options["docs"]
+        bench_ingest(path, limit=options["limit"], keep=options["keep"], files=files, log=_log)
+        for path, files in inputs
     ]
     if options.get("json_path"):
         write_json({"rows": [row.as_json() for row in rows]}, options["json_path"])
@@ -268,6 +291,8 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
 
     _check_files("docs", [options["docs"]])
     _check_files("queries", [options["queries"]])
+    if options.get("files") is not None:
+        _check_files("files", [options["files"]])
     budgets = _parse_budgets(options["budgets"])
     methods = None
     if options.get("modes"):
@@ -278,8 +303,8 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
                 f"--modes: unknown {', '.join(unknown)}; choose among {', '.join(ALL_METHODS)}"
             )
         methods = [m for m in ALL_METHODS if m in methods]  # the table's order
-    if options["max_queries"] < 0:
-        raise BenchInputError("--max-queries must be 0 (all) or more")
+    if options["max_queries"] < 0 or (options.get("limit") or 0) < 0:
+        raise BenchInputError("--max-queries and --limit must be 0 (all) or more")
     report = bench_retrieval(
         docs_path=options["docs"],
         queries_path=options["queries"],
@@ -288,6 +313,8 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
         max_queries=options["max_queries"],
         keep=options["keep"],
         collection_slug=options.get("collection") or "",
+        files_path=options.get("files"),
+        limit=options.get("limit") or 0,
         log=_log,
     )
     if options.get("json_path"):

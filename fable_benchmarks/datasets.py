@@ -25,7 +25,8 @@ from fable_benchmarks import BenchInputError
 class DatasetDocument:
     doc_id: Any  # the dataset's own id (a number in DragonBall, a string in CUAD)
     title: str  # company_name, else the doc_id
-    content: str
+    content: str  # "" for a file: its text is what the job extracts from it
+    file: Path | None = None  # the original (a PDF, Word or HTML file), uploaded as it is
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,41 @@ def read_documents(path: Path, limit: int = 0) -> list[DatasetDocument]:
         title = str(record.get("company_name") or record["doc_id"] or "")
         documents.append(DatasetDocument(doc_id=record["doc_id"], title=title, content=record["content"]))
     return documents
+
+
+def read_file_list(path: Path, limit: int = 0) -> list[tuple[Any, Path]]:
+    """``(doc_id, file)`` of a files list: ``{"doc_id", "file"}`` a line, the file beside the list
+    or in its ``pdf/`` folder (as ``shared/datasets/cuad/pdfs.jsonl`` lays them out)."""
+    files = []
+    for number, record in enumerate(read_jsonl(path, limit), 1):
+        name = record.get("file")
+        if "doc_id" not in record or not isinstance(name, str) or not name:
+            raise BenchInputError(
+                f'{path}: line {number} needs "doc_id" and "file" ({{"doc_id": 0, "file": "a.pdf"}})'
+            )
+        for folder in (path.parent, path.parent / "pdf"):
+            if (folder / name).is_file():
+                files.append((record["doc_id"], folder / name))
+                break
+        else:
+            raise BenchInputError(
+                f"{path}: line {number}: {name} is neither beside the list nor in its pdf/ folder"
+            )
+    if not files:
+        raise BenchInputError(f"{path}: no files listed")
+    return files
+
+
+def read_file_documents(
+    path: Path, *, titles: dict[Any, str] | None = None, limit: int = 0
+) -> list[DatasetDocument]:
+    """The files of a files list as documents to upload, titled as ``titles`` says (the text
+    dataset's company_name, so that a file and its text export are the same document to the
+    engine), else by the file's name."""
+    return [
+        DatasetDocument(doc_id=doc_id, title=(titles or {}).get(doc_id) or file.stem, content="", file=file)
+        for doc_id, file in read_file_list(path, limit)
+    ]
 
 
 def read_queries(path: Path) -> list[BenchQuery]:

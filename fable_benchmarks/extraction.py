@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fable_benchmarks import BenchInputError
-from fable_benchmarks.datasets import read_documents, read_jsonl, read_queries
+from fable_benchmarks.datasets import read_documents, read_file_list, read_queries
 from fable_benchmarks.metrics import SentenceSplitter
 
 CANDIDATES = ("pypdfium2", "pdfplumber", "pypdfium2+clean", "pdfplumber+clean", "reference")
@@ -82,24 +82,7 @@ class CandidateRow:
 
 
 def read_pdf_list(path: Path, limit: int = 0) -> list[PdfFile]:
-    files = []
-    for number, record in enumerate(read_jsonl(path, limit), 1):
-        name = record.get("file")
-        if "doc_id" not in record or not isinstance(name, str) or not name:
-            raise BenchInputError(
-                f'{path}: line {number} needs "doc_id" and "file" ({{"doc_id": 0, "file": "a.pdf"}})'
-            )
-        for folder in (path.parent, path.parent / "pdf"):
-            if (folder / name).is_file():
-                files.append(PdfFile(record["doc_id"], folder / name))
-                break
-        else:
-            raise BenchInputError(
-                f"{path}: line {number}: {name} is neither beside the list nor in its pdf/ folder"
-            )
-    if not files:
-        raise BenchInputError(f"{path}: no files listed")
-    return files
+    return [PdfFile(doc_id, file) for doc_id, file in read_file_list(path, limit)]
 
 
 def bench_extract(

@@ -28,11 +28,11 @@ from documents.models import Collection, Document
 from documents.selectors import document_nodes
 from documents.services.documents import collection_create, collection_delete, document_create
 from documents.services.jobs import job_run_now
-from fable_benchmarks.datasets import DatasetDocument, read_documents
+from fable_benchmarks.datasets import DatasetDocument, read_documents, read_file_documents
 from openfable.embeddings import Embedder, get_embedder
 
 Log = Callable[[str], None]
-STAGES = ("build", "embed", "save")  # the job's own timings, summed over the documents
+STAGES = ("extract", "build", "embed", "save")  # the job's own timings, summed over the documents
 
 
 @dataclass(frozen=True)
@@ -49,10 +49,14 @@ def index_dataset_document(
     *, collection: Collection, item: DatasetDocument, embedder: Embedder
 ) -> IndexedDocument:
     """Store one dataset document (its ``doc_id`` in the metadata) and index it in this process
-    with the structural builder; a failure is recorded on its job and returned, never raised."""
+    with the structural builder; a failure is recorded on its job and returned, never raised.
+
+    A document with a ``file`` is uploaded as its bytes, as every surface uploads one: the job
+    then reads its text (extraction in a child process, as in the worker) before building."""
     created = document_create(
         collection=collection,
-        content=item.content,
+        content=item.file.read_bytes() if item.file is not None else item.content,
+        source_filename=item.file.name if item.file is not None else "",
         title=item.title,
         metadata={"doc_id": item.doc_id},
         builder=Document.Builder.STRUCTURAL,
@@ -74,6 +78,8 @@ class IngestBenchRow:
     failed: int
     nodes: int
     pipeline_s: float
+    extract_s: float  # reading the uploaded files (0 for text)
+    pages: int  # of the uploaded files
     build_s: float
     embed_s: float
     save_s: float
@@ -109,13 +115,21 @@ class IngestBenchRow:
         return {**asdict(self), **self.derived()}
 
 
-def bench_ingest(path: Path, *, limit: int = 0, keep: bool = False, log: Log | None = None) -> IngestBenchRow:
+def bench_ingest(
+    path: Path, *, limit: int = 0, keep: bool = False, files: bool = False, log: Log | None = None
+) -> IngestBenchRow:
+    """``path`` is a documents JSONL, or with ``files`` a files list (``{"doc_id", "file"}``):
+    each file is then uploaded as it is and the pipeline's time includes reading it."""
     say: Log = log or (lambda message: None)
-    items = read_documents(path, limit)
+    items = (
+        read_file_documents(path, titles=_titles_beside(path), limit=limit)
+        if files
+        else read_documents(path, limit)
+    )
     collection = collection_create(name=f"bench {path.stem} {uuid.uuid4().hex[:6]}")
     embedder = get_embedder()
     embedder.embed_passages(["warm up the model"])  # load time is not ingestion time
-    documents = failed = nodes = 0
+    documents = failed = nodes = pages = 0
     stage_totals = dict.fromkeys(STAGES, 0.0)
     pipeline_s = baseline_s = 0.0
     try:
@@ -134,6 +148,7 @@ def bench_ingest(path: Path, *, limit: int = 0, keep: bool = False, log: Log | N
                 stage_totals[stage] += seconds
             # The baseline right after its document: a change of machine load during a long run
             # then weighs on both sides alike instead of on whichever ran later.
+            pages += page_count(indexed.document)
             texts = _node_texts(indexed.document)
             baseline_s += _time_embedding(embedder, texts)
             nodes += len(texts)
@@ -150,12 +165,26 @@ def bench_ingest(path: Path, *, limit: int = 0, keep: bool = False, log: Log | N
         failed=failed,
         nodes=nodes,
         pipeline_s=round(pipeline_s, 2),
+        extract_s=round(stage_totals["extract"], 2),
+        pages=pages,
         build_s=round(stage_totals["build"], 2),
         embed_s=round(stage_totals["embed"], 2),
         save_s=round(stage_totals["save"], 2),
         baseline_embed_s=round(baseline_s, 2),
         peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     )
+
+
+def _titles_beside(files_path: Path) -> dict[Any, str]:
+    """The titles of the text export beside a files list (``docs.jsonl``), when there is one."""
+    docs = files_path.parent / "docs.jsonl"
+    return {item.doc_id: item.title for item in read_documents(docs)} if docs.is_file() else {}
+
+
+def page_count(document: Document) -> int:
+    """The pages of a document read from a file (its page map has one span a page), else 0."""
+    document.refresh_from_db(fields=["page_spans"])
+    return len(document.page_spans or [])
 
 
 def _node_texts(document: Document) -> list[str]:

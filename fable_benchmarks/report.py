@@ -39,7 +39,8 @@ def budget_label(budget: int) -> str:
 # -- bench-ingest --------------------------------------------------------------------------------
 
 INGEST_HEADER = (
-    "dataset", "docs", "failed", "nodes", "pipeline s", "docs/min", "nodes/s", "build s", "embed s",
+    "dataset", "docs", "failed", "nodes", "pipeline s", "docs/min", "nodes/s", "pages", "extract s",
+    "build s", "embed s",
     "save s", "embed share", "bare embedding s", "pipeline / bare", "peak RSS MB",
 )  # fmt: skip
 
@@ -50,7 +51,8 @@ def format_ingest(rows: Sequence[IngestBenchRow]) -> str:
         derived = row.derived()
         lines.append([
             row.dataset, str(row.documents), str(row.failed), str(row.nodes), f"{row.pipeline_s:.1f}",
-            f"{derived['docs_per_minute']:.1f}", f"{derived['nodes_per_second']:.1f}", f"{row.build_s:.1f}",
+            f"{derived['docs_per_minute']:.1f}", f"{derived['nodes_per_second']:.1f}", str(row.pages or "–"),
+            f"{row.extract_s:.1f}", f"{row.build_s:.1f}",
             f"{row.embed_s:.1f}", f"{row.save_s:.1f}", f"{derived['embed_share']:.0%}",
             f"{row.baseline_embed_s:.1f}", f"{derived['overhead']:.2f}x", f"{row.peak_rss_mb:.0f}",
         ])  # fmt: skip
@@ -158,6 +160,9 @@ def format_retrieval(report: dict[str, Any]) -> str:
             rows.append(row)
         lines += [*markdown_table(header, rows), ""]
 
+    if report.get("files"):
+        lines += _format_files(report, budgets, labels)
+
     latency = report.get("latency_ms") or {}
     plain = {name: value for name, value in latency.items() if "p50" in value}
     if plain:
@@ -171,6 +176,39 @@ def format_retrieval(report: dict[str, Any]) -> str:
         rows = [[stage, f"{v['p50']:.1f}", f"{v['p95']:.1f}"] for stage, v in by_stage.items()]
         lines += [*markdown_table(["stage", "p50", "p95"], rows), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _format_files(report: dict[str, Any], budgets: list[str], labels: list[str]) -> list[str]:
+    """From the files against from the text, one row pair per method, and what extraction cost."""
+    files = report["files"]
+    ceiling, text_ceiling = files["extraction_ceiling"], files.get("text_extraction_ceiling") or {}
+    ingestion, extractor = files.get("ingestion") or {}, files.get("extractor") or {}
+    lines = [
+        f"### From the files ({files['files']}) against from the text (recall %, both matched on "
+        "normalised text)",
+        "",
+        f"Extraction ceiling (gold references whose every sentence is in their document's text): files "
+        f"{percent(ceiling['share'])} % ({ceiling['found']}/{ceiling['references']}), text "
+        f"{percent(text_ceiling.get('share', 0.0))} %.",
+        f"Upload path: {ingestion.get('pages', 0)} pages extracted in {ingestion.get('extract_seconds', 0)} s "
+        f"by the jobs ({ingestion.get('pages_per_second', 0)} pages/s, a child process per file); "
+        f"the extractor alone: {extractor.get('pages_per_second', 0)} pages/s, peak "
+        f"{extractor.get('peak_rss_mb', 0):.0f} MB RSS ({extractor.get('added_mb', 0):.0f} MB above its "
+        f"libraries); {ingestion.get('failed', 0)} files failed.",
+        "",
+    ]
+    rows = []
+    for method in files["results"]:
+        if method not in report["results"]:
+            continue
+        text = [report["results"][method][b]["recall"] for b in budgets]
+        from_files = [files["results"][method][b]["recall"] for b in budgets]
+        rows.append([f"{method} (text)", *map(percent, text)])
+        rows.append([f"{method} (files)", *map(percent, from_files)])
+        rows.append([
+            f"{method} (files − text)", *(f"{100 * (f - t):+.1f}" for f, t in zip(from_files, text, strict=True))
+        ])  # fmt: skip
+    return [*lines, *markdown_table(["method", *labels], rows), ""]
 
 
 # -- bench-latency -------------------------------------------------------------------------------

@@ -21,6 +21,17 @@ ingestion, or else through their content). Then, per budget:
   and their namesakes are not left out), ``vector-source-words`` (the words of the query's opening
   "According to ...," clause weigh fully in node-level BM25).
 
+From files (``--files``, a list of ``{"doc_id", "file"}`` such as ``cuad/pdfs.jsonl``): the same
+documents are also uploaded as their original files, through the one write path (the file stored,
+the job's extraction stage reading it in a child process, then the structural builder), into a
+second collection, and the methods that need no flat chunks run on both in the same run. Matching
+is then done on normalised text on both sides alike (``extraction.normalise``: NFKC, straight
+quotes and dashes, no invisible characters, whitespace collapsed, "non- exclusive" read as
+"non-exclusive"), since a PDF's text never matches a separate text export byte for byte. The
+report adds the extraction ceiling (the share of gold references whose every sentence is in the
+extracted text of their document), the upload path's extraction time per page, and the extractor's
+own pages per second and peak memory in a fresh process (``bench-extract``'s measure).
+
 Recall and EIR are RAGEval's (see ``metrics``). Queries without references are skipped and
 counted. Beside them: "right document found" (share of the query's gold documents from which at
 least one chunk came back) and, per missed reference, whether its document was not retrieved at all
@@ -34,20 +45,26 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.test import override_settings
 
 from documents.ingestion.tree import LEAF
 from documents.models import Collection
 from documents.selectors import collection_get, document_list, document_nodes
 from documents.services.documents import collection_create, collection_delete
 from fable_benchmarks import BenchInputError, baselines
-from fable_benchmarks.datasets import BenchQuery, DatasetDocument, read_documents, read_queries
-from fable_benchmarks.ingest import index_dataset_document
+from fable_benchmarks.datasets import (
+    BenchQuery,
+    DatasetDocument,
+    read_documents,
+    read_file_documents,
+    read_queries,
+)
+from fable_benchmarks.extraction import bench_extract, normalise
+from fable_benchmarks.ingest import index_dataset_document, page_count
 from fable_benchmarks.metrics import (
     QueryScore,
     SentenceSplitter,
@@ -61,26 +78,27 @@ from openfable.embeddings import get_embedder
 from openfable.errors import NotFoundError
 from openfable.llm import llm_configured
 from openfable.tokens import count_tokens
+from retrieval.query_settings import QuerySettings
 from retrieval.result import RetrievalInputError, RetrievalResult
 from retrieval.services import retrieve
 
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000, 8000)
 REFERENCE_METHODS = ("ceiling", "oracle")
 BASELINE_METHODS = ("bm25", "dense")
-# Engine methods: retrieve() in a mode, with settings changed for an ablation. "vector-no-lexical"
-# is vector mode without the lexical path, "vector-whole-query" without the passage query (see
-# retrieval.services.take_out_titles), so every run shows what each adds.
-NO_LEXICAL = {"RETRIEVAL_LEXICAL_WEIGHT": 0.0, "RETRIEVAL_LEXICAL_NODE_SHARE": 0.0}
+# Engine methods: retrieve() in a mode, with the query's settings changed for an ablation (the
+# fields of retrieval.query_settings.QuerySettings that change). "vector-no-lexical" is vector
+# mode without the lexical path, "vector-whole-query" without the passage query (see
+# retrieval.routing.take_out_titles), so every run shows what each adds.
 ENGINE_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
-    "vector-no-lexical": ("vector", NO_LEXICAL),
+    "vector-no-lexical": ("vector", {"lexical_weight": 0.0, "lexical_node_share": 0.0}),
     # Passages ranked by the whole query, the titles of the documents it names included.
-    "vector-whole-query": ("vector", {"RETRIEVAL_PASSAGE_QUERY": False}),
+    "vector-whole-query": ("vector", {"passage_query": False}),
     # Names in the query weigh fully in node-level BM25 (see retrieval.paths.lexical.name_weights).
-    "vector-full-names": ("vector", {"RETRIEVAL_NAME_DOCUMENT_SHARE": 0.0}),
+    "vector-full-names": ("vector", {"name_document_share": 0.0}),
     # Only the scores route: the documents the query names by title get no say.
-    "vector-unnamed": ("vector", {"RETRIEVAL_NAMED_DOCUMENTS": False}),
+    "vector-unnamed": ("vector", {"named_documents": False}),
     # The words of the query's opening source clause weigh fully in node-level BM25.
-    "vector-source-words": ("vector", {"RETRIEVAL_SOURCE_CLAUSE": False}),
+    "vector-source-words": ("vector", {"source_clause": False}),
     "vector": ("vector", {}),
     "bipath": ("bipath", {}),
     "llm": ("llm", {}),
@@ -90,6 +108,11 @@ ALL_METHODS = (*REFERENCE_METHODS, *BASELINE_METHODS, *ENGINE_MODES)
 TYPE_TABLE_BUDGETS = (1000, 4000)  # per-query-type recall is shown at these (when run)
 
 Log = Callable[[str], None]
+Match = Callable[[str], str]  # what both sides of a comparison go through before it
+
+
+def _exact(text: str) -> str:
+    return text
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -179,23 +202,34 @@ def bench_retrieval(
     max_queries: int = 0,
     keep: bool = False,
     collection_slug: str = "",
+    files_path: Path | None = None,
+    limit: int = 0,
     log: Log | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and return every number (the JSON report; ``report.format_retrieval``
-    prints it)."""
+    prints it). With ``files_path`` the documents are also ingested from their files and the
+    methods run on both, matching on normalised text (see the module's docstring). ``limit``:
+    the first documents only, and the queries about them."""
     say: Log = log or (lambda message: None)
+    if files_path is not None and collection_slug:
+        raise BenchInputError("--files ingests the files now: leave out --collection")
     llm = llm_configured()
     if methods is None:
         methods = [m for m in ALL_METHODS if llm or m not in ("bipath", "llm")]
-    records = read_documents(docs_path)
+    records = read_documents(docs_path, limit)
     contents = {record.doc_id: record.content for record in records}
     all_queries = read_queries(queries_path)
+    if limit:  # the queries about the documents read, only
+        known = {record.doc_id for record in records}
+        all_queries = [query for query in all_queries if set(query.doc_ids) <= known]
     answerable = [query for query in all_queries if query.references]
     queries = stratified_sample(answerable, max_queries)
     say(f"{len(queries)} queries with references ({len(all_queries) - len(answerable)} without, skipped)")
 
     split = SentenceSplitter()
-    prepared = [_prepare(query, split, contents) for query in queries]
+    match: Match = normalise if files_path is not None else _exact
+    matched = _matched(contents, match)
+    prepared = [_prepare(query, split, matched, match) for query in queries]
     collection, pk_to_doc, ingestion = collection_for(
         records, collection_slug=collection_slug, needed=methods, say=say
     )
@@ -211,12 +245,19 @@ def bench_retrieval(
         "llm_configured": llm,
         "collection": collection.slug if collection is not None else None,
         "ingestion": ingestion,
+        "matching": "normalised" if files_path is not None else "exact",
     }
     try:
         cells, latency = _run_methods(
             prepared, methods=methods, budgets=budgets, contents=contents, collection=collection,
-            pk_to_doc=pk_to_doc, say=say,
+            pk_to_doc=pk_to_doc, match=match, say=say,
         )  # fmt: skip
+        if files_path is not None:
+            report["files"] = _from_files(
+                files_path, queries_path=queries_path, records=records, queries=queries,
+                answerable=answerable, split=split, methods=methods, budgets=budgets, keep=keep, say=say,
+            )  # fmt: skip
+            report["files"]["text_extraction_ceiling"] = _extraction_ceiling(answerable, contents, split)
     finally:
         if collection is not None and not collection_slug and not keep:
             collection_delete(collection=collection)
@@ -239,8 +280,18 @@ def bench_retrieval(
     return report
 
 
-def _prepare(query: BenchQuery, split: SentenceSplitter, contents: dict[Any, str]) -> PreparedQuery:
-    sentences = reference_sentences(query.references, split)
+def _prepare(
+    query: BenchQuery, split: SentenceSplitter, contents: dict[Any, str], match: Match = _exact
+) -> PreparedQuery:
+    """The query's reference sentences through ``match``; ``contents`` went through it already."""
+    sentences = [
+        matched
+        for matched in (
+            tuple(m for m in (match(s) for s in reference) if m)
+            for reference in reference_sentences(query.references, split)
+        )
+        if matched
+    ]
     gold = [doc for doc in query.doc_ids if doc in contents]
     search_order = gold + [doc for doc in contents if doc not in gold]
     home = [
@@ -248,6 +299,95 @@ def _prepare(query: BenchQuery, split: SentenceSplitter, contents: dict[Any, str
         for reference in sentences
     ]
     return PreparedQuery(query, sentences, home, frozenset(gold))
+
+
+def _matched(contents: dict[Any, str], match: Match) -> dict[Any, str]:
+    return contents if match is _exact else {doc: match(text) for doc, text in contents.items()}
+
+
+# -- from files ----------------------------------------------------------------------------------
+
+
+def _from_files(
+    files_path: Path,
+    *,
+    queries_path: Path,
+    records: Sequence[DatasetDocument],
+    queries: Sequence[BenchQuery],
+    answerable: Sequence[BenchQuery],
+    split: SentenceSplitter,
+    methods: Sequence[str],
+    budgets: Sequence[int],
+    keep: bool,
+    say: Log,
+) -> dict[str, Any]:
+    """The same queries over the documents uploaded as files: ingestion through the product's
+    upload path, the extraction ceiling, and every method that needs no flat chunks."""
+    titles = {record.doc_id: record.title for record in records}
+    items = [item for item in read_file_documents(files_path, titles=titles) if item.doc_id in titles]
+    methods = [method for method in methods if method not in BASELINE_METHODS]
+    say(f"files: uploading {len(items)} files from {files_path}")
+    collection, pk_to_doc, ingestion = _ingest(items, say)
+    out: dict[str, Any] = {"files": str(files_path), "documents": len(items), "methods": methods}
+    try:
+        stored = document_list(user=None, collection=collection).values_list("pk", "content")
+        extracted = {pk_to_doc[pk]: content for pk, content in stored if pk in pk_to_doc}
+        out["ingestion"] = ingestion
+        out["extraction_ceiling"] = _extraction_ceiling(answerable, extracted, split)
+        say(f"files: extraction ceiling {out['extraction_ceiling']['share']:.1%}")
+        # The extractor alone, in a fresh process: its pages per second and peak memory.
+        (row,) = bench_extract(
+            files_path=files_path, queries_path=queries_path, candidates=["pypdfium2+clean"]
+        )
+        out["extractor"] = row.as_json()
+        matched = _matched(extracted, normalise)
+        prepared = [_prepare(item, split, matched, normalise) for item in queries]
+        cells, latency = _run_methods(
+            prepared, methods=methods, budgets=budgets, contents=extracted, collection=collection,
+            pk_to_doc=pk_to_doc, match=normalise, say=say,
+        )  # fmt: skip
+        out["results"] = {
+            method: {str(budget): cells[method, budget].summary() for budget in budgets} for method in methods
+        }
+        out["latency_ms"] = latency
+        out["per_query"] = {
+            method: {str(budget): cells[method, budget].per_query for budget in budgets}
+            for method in methods
+            if method != "ceiling"
+        }
+        out["collection"] = collection.slug if keep else None
+    finally:
+        if not keep:
+            collection_delete(collection=collection)
+    return out
+
+
+def _extraction_ceiling(
+    queries: Sequence[BenchQuery], texts: dict[Any, str], split: SentenceSplitter
+) -> dict[str, Any]:
+    """The share of the gold references whose every sentence is in their own document's text,
+    both normalised (as ``bench-extract`` counts it); the ones missed, to look at."""
+    matched = _matched(texts, normalise)
+    found = 0
+    missed: list[dict[str, Any]] = []
+    references = 0
+    for query in queries:
+        if not query.doc_ids:
+            continue
+        home = matched.get(query.doc_ids[0], "")
+        for sentences in reference_sentences(query.references, split):
+            references += 1
+            absent = [s for s in sentences if normalise(s) not in home]
+            if absent:
+                missed.append({"query_id": query.query_id, "doc_id": query.doc_ids[0], "absent": absent})
+            else:
+                found += 1
+    return {
+        "found": found,
+        "references": references,
+        "share": round(found / references, 4) if references else 0.0,
+        "missed": missed,
+    }
 
 
 def collection_for(
@@ -284,12 +424,16 @@ def _ingest(
         get_embedder(), Path(settings.DATA_DIR) / "bench-cache" / "passages.sqlite3"
     )
     pk_to_doc: dict[int, Any] = {}
-    failed = 0
+    failed = pages = 0
+    extract_s = 0.0
     started = time.perf_counter()
     try:
         for number, record in enumerate(records, 1):
             indexed = index_dataset_document(collection=collection, item=record, embedder=embedder)
             pk_to_doc[indexed.document.pk] = record.doc_id
+            if record.file is not None:
+                extract_s += (indexed.timings or {}).get("extract", 0.0)
+                pages += page_count(indexed.document)
             if indexed.error is not None:  # counted and shown; the benchmark goes on without it
                 failed += 1
                 say(f"FAILED {record.doc_id}: {indexed.error}")
@@ -302,11 +446,20 @@ def _ingest(
         embedder.close()
     seconds = round(time.perf_counter() - started, 1)
     say(f"passage cache: {embedder.hits} reused, {embedder.misses} embedded")
-    return (
-        collection,
-        pk_to_doc,
-        {"reused": False, "documents": len(records), "failed": failed, "seconds": seconds},
-    )
+    ingestion: dict[str, Any] = {
+        "reused": False,
+        "documents": len(records),
+        "failed": failed,
+        "seconds": seconds,
+    }
+    if pages:
+        # The job's extraction stage: a fresh child process per file, reading it whole.
+        ingestion |= {
+            "pages": pages,
+            "extract_seconds": round(extract_s, 1),
+            "pages_per_second": round(pages / extract_s, 1) if extract_s else 0.0,
+        }
+    return collection, pk_to_doc, ingestion
 
 
 def _sha256(text: str) -> str:
@@ -322,16 +475,21 @@ def _run_methods(
     collection: Collection | None,
     pk_to_doc: dict[int, Any],
     say: Log,
+    match: Match = _exact,
 ) -> tuple[dict[tuple[str, int], Cell], dict[str, Any]]:
     cells: dict[tuple[str, int], Cell] = defaultdict(Cell)
     timings: dict[str, list[float]] = defaultdict(list)
     stages: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
 
-    documents_whole = list(contents.values())
+    documents_whole = list(_matched(contents, match).values())
     corpus_tokens = 0
     if "ceiling" in methods:
         corpus_tokens = sum(count_tokens(text) for text in documents_whole)
-    leaves: list[tuple[Any, str, int]] = _leaves(collection, pk_to_doc) if "oracle" in methods else []
+    leaves: list[tuple[Any, str, int]] = (
+        [(doc, match(text), tokens) for doc, text, tokens in _leaves(collection, pk_to_doc)]
+        if "oracle" in methods
+        else []
+    )
 
     chunks: list[baselines.FlatChunk] = []
     if any(method in methods for method in BASELINE_METHODS):
@@ -369,7 +527,7 @@ def _run_methods(
             whole = Retrieved(documents_whole, set(contents), corpus_tokens)
             whole_score = score_sentences(item.sentences, documents_whole)  # the same at every budget
             for budget in budgets:
-                _record(cells["ceiling", budget], item, whole, whole_score)
+                _record(cells["ceiling", budget], item, whole, score=whole_score)
         if "oracle" in methods:
             useful = [
                 leaf
@@ -392,14 +550,22 @@ def _run_methods(
             order = bm25.rank(item.query.text)
             timings["bm25 (rank)"].append((time.perf_counter() - tick) * 1000)
             for budget in budgets:
-                _record(cells["bm25", budget], item, flat(baselines.pack_ranked(order, chunk_tokens, budget)))
+                _record(
+                    cells["bm25", budget],
+                    item,
+                    flat(baselines.pack_ranked(order, chunk_tokens, budget)),
+                    match,
+                )
         if dense is not None and query_vectors is not None:
             tick = time.perf_counter()
             order = dense.rank(query_vectors[number - 1])
             timings["dense (rank)"].append((time.perf_counter() - tick) * 1000)
             for budget in budgets:
                 _record(
-                    cells["dense", budget], item, flat(baselines.pack_ranked(order, chunk_tokens, budget))
+                    cells["dense", budget],
+                    item,
+                    flat(baselines.pack_ranked(order, chunk_tokens, budget)),
+                    match,
                 )
         for mode in engine_modes:
             for budget in budgets:
@@ -421,7 +587,7 @@ def _run_methods(
                     {pk_to_doc.get(chunk.document_id) for chunk in result.chunks},
                     int(result.total_tokens),
                 )
-                _record(cell, item, retrieved)
+                _record(cell, item, retrieved, match)
         if number % 25 == 0 or number == len(prepared):
             say(f"queries {number}/{len(prepared)} ({time.perf_counter() - started:.0f} s)")
 
@@ -442,16 +608,15 @@ def _percentiles(values: Sequence[float]) -> dict[str, float]:
 
 
 def _engine_retrieve(query: str, budget: int, method: str, collection: Collection | None) -> RetrievalResult:
-    mode, changed_settings = ENGINE_METHODS[method]
-    # override_settings is Django's supported way to change settings for one block of code.
-    with override_settings(**changed_settings):
-        return retrieve(
-            query=query,
-            token_budget=budget,
-            mode=mode,
-            collection=collection.slug if collection is not None else None,
-            use_cache=False,  # a benchmark measures the engine, not the cache
-        )
+    mode, changes = ENGINE_METHODS[method]
+    return retrieve(
+        query=query,
+        token_budget=budget,
+        mode=mode,
+        collection=collection.slug if collection is not None else None,
+        use_cache=False,  # a benchmark measures the engine, not the cache
+        query_settings=replace(QuerySettings.from_settings(), **changes),
+    )
 
 
 def _leaves(collection: Collection | None, pk_to_doc: dict[int, Any]) -> list[tuple[Any, str, int]]:
@@ -467,8 +632,15 @@ def _leaves(collection: Collection | None, pk_to_doc: dict[int, Any]) -> list[tu
     return leaves
 
 
-def _record(cell: Cell, item: PreparedQuery, retrieved: Retrieved, score: QueryScore | None = None) -> None:
-    score = score or score_sentences(item.sentences, retrieved.texts)
+def _record(
+    cell: Cell,
+    item: PreparedQuery,
+    retrieved: Retrieved,
+    match: Match = _exact,
+    *,
+    score: QueryScore | None = None,
+) -> None:
+    score = score or score_sentences(item.sentences, [match(text) for text in retrieved.texts])
     cell.recall.append(score.recall)
     cell.eir.append(score.eir)
     cell.tokens.append(retrieved.tokens)
