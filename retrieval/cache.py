@@ -13,6 +13,7 @@ query: reads and writes that fail are logged and skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -22,6 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.core.cache import caches
 
+from retrieval.query_settings import QuerySettings
 from retrieval.result import RetrievalResult
 
 logger = logging.getLogger(__name__)
@@ -36,30 +38,14 @@ def query_cache() -> Any:
     return caches[getattr(settings, "RETRIEVAL_CACHE_ALIAS", "default")]
 
 
-def settings_fingerprint(*, uses_llm: bool) -> dict[str, Any]:
-    """The settings a result depends on; changing any of them must miss the cache."""
+def settings_fingerprint(*, uses_llm: bool, query_settings: QuerySettings) -> dict[str, Any]:
+    """The settings a result depends on; changing any of them must miss the cache. The query's
+    own settings appear under the names they are configured by (``RETRIEVAL_TOP_K``, ...)."""
     fingerprint: dict[str, Any] = {
-        name: getattr(settings, name, None)
-        for name in (
-            "RETRIEVAL_TOP_K",
-            "RETRIEVAL_LLMSELECT_DEPTH",
-            "RETRIEVAL_LLM_PROMPT_TOKENS",
-            "RETRIEVAL_LLM_QUERY_TOKENS",
-            "RETRIEVAL_ALPHA",
-            "RETRIEVAL_BETA",
-            "RETRIEVAL_GAMMA",
-            "RETRIEVAL_DECAY",
-            "RETRIEVAL_LEXICAL_WEIGHT",
-            "RETRIEVAL_LEXICAL_NODE_SHARE",
-            "RETRIEVAL_PASSAGE_QUERY",
-            "RETRIEVAL_NAMED_DOCUMENTS",
-            "RETRIEVAL_NAME_DOCUMENT_SHARE",
-            "RETRIEVAL_SOURCE_CLAUSE",
-            "EMBEDDING_URL",
-            "EMBEDDING_MODEL",
-            "EMBEDDING_DIMENSIONS",
-        )
+        f"RETRIEVAL_{name.upper()}": value for name, value in dataclasses.asdict(query_settings).items()
     }
+    for name in ("EMBEDDING_URL", "EMBEDDING_MODEL", "EMBEDDING_DIMENSIONS"):
+        fingerprint[name] = getattr(settings, name, None)
     if uses_llm:
         fingerprint["LLM_MODEL"] = getattr(settings, "LLM_MODEL", "")
         fingerprint["LLM_BASE_URL"] = getattr(settings, "LLM_BASE_URL", "")

@@ -13,174 +13,258 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
-from django.conf import settings
 
 from documents.ingestion.tree import LEAF
 from documents.models import Document, page_finder
-from openfable.llm import LLMClient
+from openfable.llm import LLMClient, LLMUsage
 from openfable.tokens import count_tokens, truncate_to_tokens
 from retrieval.expansion import ExpansionWeights, NodeScore, tree_expansion
-from retrieval.fusion import fuse
-from retrieval.packing import Candidate, pack_exact
+from retrieval.fusion import Fused, fuse
+from retrieval.llm_steps import LLMStep, cooldown_step, outcome_step
+from retrieval.outline import OutlineNode
+from retrieval.packing import Candidate, PackResult, pack_exact
 from retrieval.paths import lexical as lexical_paths
 from retrieval.paths import llm as llm_paths
 from retrieval.paths import vector as vector_paths
+from retrieval.query_settings import QuerySettings
 from retrieval.result import (
     LEXICAL,
     LLM_NAVIGATE,
-    LLM_SELECT,
     TREE_EXPANSION,
     Chunk,
     ChunkScores,
     PathReport,
 )
+from retrieval.timings import Laps
 
 NODE_PATH_WEIGHTS = {LLM_NAVIGATE: 1.0, TREE_EXPANSION: 1.0}
 
 
-class NodeLevelRun(Protocol):
-    """What the node level reads from a query's run, and the reports it writes back into it."""
+@dataclass(frozen=True)
+class NavigatePlan:
+    """What decides whether LLMnavigate runs: ``reported``, its report when it was already
+    reported as not to run (vector mode, no LLM); ``llm_down``, the LLM service failed earlier in this query;
+    ``cooling_noted``, a cool-down was noted already; ``prompt_cap``, the prompt tokens left to it
+    once LLMselect's are counted (sent or answered from the cache alike, so the same query always
+    gets the same outline)."""
 
-    query: str
-    budget: int
-    mode: str
-    paths: dict[str, PathReport]
-    notes: list[str]
+    reported: PathReport | None
     llm_down: str
-    terms: list[str]
-    term_weights: dict[str, float]
+    cooling_noted: bool
+    prompt_cap: int
 
-    def end_stage(self, stage: str) -> None: ...
 
-    def llm_cooling_down(self, name: str, client: LLMClient) -> bool: ...
+@dataclass(frozen=True)
+class NodeTerms:
+    """The lexical path's part at the node level: the query's search terms (none: it does not
+    run), their weights (``lexical.name_weights``, the source clause's words) and the lexical path's
+    report, which learns how many nodes matched."""
 
-    def record_llm(
-        self, name: str, outcome: llm_paths.LLMPathOutcome, outline: llm_paths.Outline
-    ) -> dict[int, float] | None: ...
+    terms: tuple[str, ...]
+    weights: Mapping[str, float]
+    report: PathReport | None
+
+
+@dataclass(frozen=True)
+class NodeLevel:
+    """What the node level returned: the chunks in document order, the reports of the paths it
+    ran (or updated), its notes, the LLM usage it spent and its stage timings."""
+
+    chunks: tuple[Chunk, ...]
+    reports: Mapping[str, PathReport]
+    notes: tuple[str, ...]
+    usage: LLMUsage
+    timings: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class _Nodes:
+    """The selected documents' included nodes with their similarity, texts and page maps."""
+
+    rows: Mapping[int, vector_paths.ScoredNodeRow]
+    outline: Mapping[int, OutlineNode]
+    contents: Mapping[int, str]
+    pages: Mapping[int, Callable[[int, int], list[int]]]
+
+    def text(self, node_id: int) -> str:
+        row = self.rows[node_id]
+        return self.contents[row.document_id][row.start_char : row.end_char]
+
+
+@dataclass(frozen=True)
+class _Expansion:
+    scores: Mapping[int, NodeScore]  # TreeExpansion's, by node
+    lexical: Mapping[int, float]  # node-level BM25, by node (empty: it did not run)
+    reports: Mapping[str, PathReport]
 
 
 def node_level_chunks(
-    run: NodeLevelRun,
     *,
-    selected: list[int],
+    query: str,
+    mode: str,
+    budget: int,
+    selected: Sequence[int],
     vector: np.ndarray,
-    ranks: dict[int, int],
+    ranks: Mapping[int, int],
     titles: Mapping[int, str],
-) -> list[Chunk]:
-    """The chosen passages of the ``selected`` documents within ``run.budget``, in document
+    terms: NodeTerms,
+    navigate: NavigatePlan,
+    query_settings: QuerySettings,
+) -> NodeLevel:
+    """The chosen passages of the ``selected`` documents within ``budget`` tokens, in document
     order: LLMnavigate (unless the LLM is down) and TreeExpansion fused, then packed exactly.
 
-    ``ranks`` are the documents' fused ranks, ``titles`` their titles; path reports, notes and
-    stage timings go to ``run``.
+    ``vector`` ranks the nodes; ``ranks`` are the documents' fused ranks, ``titles`` their titles.
     """
+    laps = Laps()
+    nodes = _fetch_nodes(selected, vector)
+    laps.end("fetch_nodes")
+    step = _llm_navigate(query, budget, selected, titles, nodes, navigate, query_settings)
+    if step.report.ran:
+        laps.end("llm_navigate")
+    if mode == "llm" and step.scores is not None:
+        reason = "llm mode: the LLM paths alone"
+        expansion = _Expansion({}, {}, {TREE_EXPANSION: PathReport(TREE_EXPANSION, ran=False, reason=reason)})
+    else:
+        expansion = _tree_expansion(nodes, selected, terms, query_settings, laps)
+    node_paths = _node_paths(step, expansion)
+    node_fused = fuse(node_paths, {name: NODE_PATH_WEIGHTS[name] for name in node_paths})
+    packed, texts = _pack(node_fused, nodes, budget=budget, ranks=ranks)
+    laps.end("packing")
+    cut = ("Nothing fitted the budget whole: the best passage was cut to fit.",) if packed.truncated else ()
+    found_by = {item.key: item.paths for item in node_fused}
+    chunks = tuple(
+        _node_chunk(
+            c, nodes.rows[c.node.id], texts[c.node.id], expansion, titles, ranks, found_by, nodes.pages
+        )
+        for c in packed.chosen
+    )
+    return NodeLevel(
+        chunks=chunks,
+        reports={LLM_NAVIGATE: step.report, **expansion.reports},
+        notes=step.notes + cut,
+        usage=step.usage,
+        timings=laps.timings,
+    )
+
+
+def _node_paths(step: LLMStep, expansion: _Expansion) -> dict[str, Mapping[int, float]]:
+    """The node-level paths that scored nodes: LLMnavigate when it answered, TreeExpansion when it ran."""
+    paths: dict[str, Mapping[int, float]] = {}
+    if step.scores is not None:
+        paths[LLM_NAVIGATE] = step.scores
+    if expansion.reports[TREE_EXPANSION].ran:
+        paths[TREE_EXPANSION] = {node_id: score.total for node_id, score in expansion.scores.items()}
+    return paths
+
+
+def _fetch_nodes(selected: Sequence[int], vector: np.ndarray) -> _Nodes:
     rows = {
-        row.id: row for row in vector_paths.nodes_with_similarity(document_ids=selected, query_vector=vector)
+        row.id: row
+        for row in vector_paths.nodes_with_similarity(document_ids=list(selected), query_vector=vector)
     }
     # The texts and page maps in one read: each chunk's pages come with it, no query per chunk.
     loaded = list(Document.objects.filter(pk__in=selected).values_list("pk", "content", "page_spans"))
-    contents = {pk: content for pk, content, _ in loaded}
-    pages = {pk: page_finder(page_spans) for pk, _, page_spans in loaded}
-    run.end_stage("fetch_nodes")
-    nodes = {node_id: row.outline_node() for node_id, row in rows.items()}
-
-    node_paths: dict[str, dict[int, float]] = {}
-    client = (
-        LLMClient.from_settings(respect_cooldown=True)
-        if LLM_NAVIGATE not in run.paths and not run.llm_down
-        else None
+    return _Nodes(
+        rows=rows,
+        outline={node_id: row.outline_node() for node_id, row in rows.items()},
+        contents={pk: content for pk, content, _ in loaded},
+        pages={pk: page_finder(page_spans) for pk, _, page_spans in loaded},
     )
-    if client is not None and not run.llm_cooling_down(LLM_NAVIGATE, client):
-        outcome, outline = llm_paths.llm_navigate(
-            client,
-            query=run.query,
-            documents=[(pk, titles[pk]) for pk in selected],
-            rows=list(rows.values()),
-            contents=contents,
-            max_tokens=settings.RETRIEVAL_LLM_PROMPT_TOKENS,
-            max_prompt_tokens=_navigate_prompt_cap(run),
-            token_budget=run.budget,
-        )
-        run.end_stage("llm_navigate")
-        if (navigate := run.record_llm(LLM_NAVIGATE, outcome, outline)) is not None:
-            node_paths[LLM_NAVIGATE] = navigate
-    elif run.llm_down:
-        reason = f"not tried: the LLM failed earlier in this query ({run.llm_down})"
-        run.paths[LLM_NAVIGATE] = PathReport(LLM_NAVIGATE, ran=False, reason=reason)
-    expansion: dict[int, NodeScore] = {}
-    lexical: dict[int, float] = {}
-    if run.mode == "llm" and LLM_NAVIGATE in node_paths:
-        reason = "llm mode: the LLM paths alone"
-        run.paths[TREE_EXPANSION] = PathReport(TREE_EXPANSION, ran=False, reason=reason)
-    else:
-        weights = ExpansionWeights(
-            settings.RETRIEVAL_ALPHA,
-            settings.RETRIEVAL_BETA,
-            settings.RETRIEVAL_GAMMA,
-            settings.RETRIEVAL_DECAY,
-        )
-        share = settings.RETRIEVAL_LEXICAL_NODE_SHARE
-        if share > 0 and run.terms:
-            lexical = lexical_paths.node_scores(
-                run.terms, document_ids=selected, term_weights=run.term_weights
-            ).scores
-            report = run.paths[LEXICAL]
-            detail = {**report.detail, "nodes_matched": len(lexical)}
-            run.paths[LEXICAL] = dataclasses.replace(report, detail=detail)
-            run.end_stage("lexical_nodes")
-        similarity = hybrid_similarity(
-            {node_id: node.similarity for node_id, node in nodes.items()}, lexical, share=share
-        )
-        expansion = tree_expansion(
-            (dataclasses.replace(node, similarity=similarity[node_id]) for node_id, node in nodes.items()),
-            weights=weights,
-        )
-        node_paths[TREE_EXPANSION] = {node_id: score.total for node_id, score in expansion.items()}
-        run.paths[TREE_EXPANSION] = PathReport(TREE_EXPANSION, ran=True, candidates=len(expansion))
-        run.end_stage("tree_expansion")
 
-    node_fused = fuse(node_paths, {name: NODE_PATH_WEIGHTS[name] for name in node_paths})
-    partial = partly_excluded(rows.values())
+
+def _llm_navigate(
+    query: str,
+    budget: int,
+    selected: Sequence[int],
+    titles: Mapping[int, str],
+    nodes: _Nodes,
+    plan: NavigatePlan,
+    query_settings: QuerySettings,
+) -> LLMStep:
+    """LLMnavigate's step (its report as given when it was reported already: vector mode, no LLM)."""
+    if plan.llm_down:
+        reason = f"not tried: the LLM failed earlier in this query ({plan.llm_down})"
+        return LLMStep(report=PathReport(LLM_NAVIGATE, ran=False, reason=reason))
+    if plan.reported is not None:
+        return LLMStep(report=plan.reported)
+    client = LLMClient.from_settings(respect_cooldown=True)
+    if (cooling := cooldown_step(LLM_NAVIGATE, client, noted=plan.cooling_noted)) is not None:
+        return cooling
+    outcome, outline = llm_paths.llm_navigate(
+        client,
+        query=query,
+        documents=[(pk, titles[pk]) for pk in selected],
+        rows=list(nodes.rows.values()),
+        contents=nodes.contents,
+        max_tokens=query_settings.llm_prompt_tokens,
+        max_prompt_tokens=plan.prompt_cap,
+        token_budget=budget,
+    )
+    return outcome_step(LLM_NAVIGATE, outcome, outline)
+
+
+def _tree_expansion(
+    nodes: _Nodes, selected: Sequence[int], terms: NodeTerms, query_settings: QuerySettings, laps: Laps
+) -> _Expansion:
+    """TreeExpansion over every node, each node's similarity sharpened by its BM25 among the
+    selected documents' nodes (when the lexical path has a share and the query has terms)."""
+    share = query_settings.lexical_node_share
+    lexical: dict[int, float] = {}
+    reports: dict[str, PathReport] = {}
+    if share > 0 and terms.terms and terms.report is not None:
+        lexical = lexical_paths.node_scores(
+            list(terms.terms), document_ids=list(selected), term_weights=dict(terms.weights)
+        ).scores
+        detail = {**terms.report.detail, "nodes_matched": len(lexical)}
+        reports[LEXICAL] = dataclasses.replace(terms.report, detail=detail)
+        laps.end("lexical_nodes")
+    similarity = hybrid_similarity(
+        {node_id: node.similarity for node_id, node in nodes.outline.items()}, lexical, share=share
+    )
+    weights = ExpansionWeights(
+        query_settings.alpha, query_settings.beta, query_settings.gamma, query_settings.decay
+    )
+    expansion = tree_expansion(
+        (
+            dataclasses.replace(node, similarity=similarity[node_id])
+            for node_id, node in nodes.outline.items()
+        ),
+        weights=weights,
+    )
+    reports[TREE_EXPANSION] = PathReport(TREE_EXPANSION, ran=True, candidates=len(expansion))
+    laps.end("tree_expansion")
+    return _Expansion(expansion, lexical, reports)
+
+
+def _pack(
+    node_fused: Sequence[Fused[int]], nodes: _Nodes, *, budget: int, ranks: Mapping[int, int]
+) -> tuple[PackResult, dict[int, str]]:
+    """LLM-chosen nodes first, then by fused score, without overlap, counted exactly."""
+    partial = partly_excluded(nodes.rows.values())
     candidates = [
         Candidate(
-            node=nodes[item.key],
+            node=nodes.outline[item.key],
             score=item.score,
-            token_count=_estimated_tokens(rows[item.key]),
+            token_count=_estimated_tokens(nodes.rows[item.key]),
             from_llm=LLM_NAVIGATE in item.paths,
             path_scores=dict(item.raw),
         )
         for item in node_fused
         if item.key not in partial  # its whole text would carry excluded text; its children still count
     ]
-    packed, texts = pack_exact(
+    return pack_exact(
         candidates,
-        budget=run.budget,
-        text_of=lambda node_id: contents[rows[node_id].document_id][
-            rows[node_id].start_char : rows[node_id].end_char
-        ],
+        budget=budget,
+        text_of=nodes.text,
         count=count_tokens,
         cut=truncate_to_tokens,
         document_rank=ranks,
     )
-    run.end_stage("packing")
-    if packed.truncated:
-        run.notes.append("Nothing fitted the budget whole: the best passage was cut to fit.")
-    found_by = {item.key: item.paths for item in node_fused}
-    return [
-        _node_chunk(c, rows[c.node.id], texts[c.node.id], expansion, lexical, titles, ranks, found_by, pages)
-        for c in packed.chosen
-    ]
-
-
-def _navigate_prompt_cap(run: NodeLevelRun) -> int:
-    """What is left of the query's prompt allowance once LLMselect's prompt is counted (sent or
-    answered from the cache alike, so the same query always gets the same outline)."""
-    select = run.paths.get(LLM_SELECT)
-    spent = int((select.detail or {}).get("prompt_tokens", 0)) if select is not None else 0
-    return settings.RETRIEVAL_LLM_QUERY_TOKENS - spent
 
 
 def hybrid_similarity(
@@ -232,14 +316,14 @@ def _node_chunk(
     candidate: Candidate,
     row: vector_paths.ScoredNodeRow,
     text: str,
-    expansion: Mapping[int, NodeScore],
-    lexical: Mapping[int, float],
+    expansion: _Expansion,
     titles: Mapping[int, str],
     ranks: Mapping[int, int],
     found_by: Mapping[int, tuple[str, ...]],
     pages: Mapping[int, Callable[[int, int], list[int]]],
 ) -> Chunk:
-    score = expansion.get(row.id)
+    score = expansion.scores.get(row.id)
+    lexical = expansion.lexical
     return Chunk(
         node_id=row.id,
         document_id=row.document_id,

@@ -1,0 +1,217 @@
+"""The pure rules of the query path: what the query's words say, and which documents it is routed to.
+
+No database, no settings, no Django: plain values in, plain values out (STYLE.md habit 2), each
+with unit tests on plain data (``tests/retrieval``). ``retrieval.services`` runs them as stages.
+
+- ``source_clause`` and ``take_out_titles`` read the query: the opening clause that cites its
+  source, and the query without the titles of the documents it names.
+- ``route_documents`` is the fusion-and-routing stage: the document-level paths fused, the
+  documents the budget is routed on chosen (``select_documents``, ``route_to_named_documents``,
+  ``extend_to_budget``), and whether they are returned whole or go to the node level.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from retrieval.fusion import Fused, fuse
+from retrieval.packing import whole_documents_fit
+from retrieval.result import LLM_SELECT, VECTOR
+
+SELECTION_RATIO = 0.5  # routed documents: fused score >= this share of the best fused score
+MAX_SELECTED_DOCUMENTS = 10
+
+
+def select_documents(fused: Sequence[Fused[int]]) -> list[int]:
+    """The documents the budget is routed on: fused score >= SELECTION_RATIO x the best, in
+    fused order, at most MAX_SELECTED_DOCUMENTS. A ratio rather than a fixed count: one clearly
+    best document stands alone, near-ties travel together."""
+    if not fused:
+        return []
+    best = fused[0].score
+    if best <= 0:
+        return [fused[0].key]
+    chosen = [item.key for item in fused if item.score >= SELECTION_RATIO * best]
+    return chosen[:MAX_SELECTED_DOCUMENTS]
+
+
+def route_to_named_documents(fused: Sequence[Fused[int]], named: Collection[int]) -> list[int]:
+    """The documents a query that names documents by their title is routed to: the best-scored
+    one and the named ones, in fused order (at most MAX_SELECTED_DOCUMENTS); none when no path
+    found a named one (the scores route alone then).
+
+    A question that names its document wants that document, not its namesakes: "Green Fields
+    Agriculture Co." scored within half of the "... Ltd." a question named and took 40% of its
+    1K budget. A question naming two companies wants both, however far the second fell behind.
+    The best-scored document stays whatever its name: the query may ask about something it does
+    not name. Others still come in when these fit the budget whole (``extend_to_budget``).
+    """
+    if not fused or not any(item.key in named for item in fused):
+        return []
+    best = fused[0].key
+    return [item.key for item in fused if item.key == best or item.key in named][:MAX_SELECTED_DOCUMENTS]
+
+
+def extend_to_budget(
+    selected: list[int], fused: Sequence[Fused[int]], *, sizes: Mapping[int, int], budget: int
+) -> list[int]:
+    """When the selected documents fit the budget whole, let the budget take the next documents
+    in fused order too (those that still fit, at most MAX_SELECTED_DOCUMENTS): a large budget
+    buys breadth, which questions spanning several documents need."""
+    chosen = list(selected)
+    used = sum(sizes[pk] for pk in chosen)
+    for item in fused:
+        if len(chosen) >= MAX_SELECTED_DOCUMENTS:
+            break
+        size = sizes.get(item.key)
+        if item.key in chosen or size is None or used + size > budget:
+            continue
+        chosen.append(item.key)
+        used += size
+    return chosen
+
+
+# An opening "According to ...," or "Based on ...,": up to the first comma that a lower-case word
+# follows, so that the commas inside a name ("Greenfield, Fairview Court") stay in the clause.
+_SOURCE_CLAUSE = re.compile(r"^\s*(?i:according\s+to|based\s+on)\b.*?,\s+(?=[a-z])", re.DOTALL)
+
+
+def source_clause(query: str) -> tuple[str, str]:
+    """The query's opening clause that cites its source, and the rest: ("According to the judgment
+    of Greenfield, Fairview Court, ", "summarize the facts of H. Price's crimes."); ("", query)
+    when it has none.
+
+    The clause routes the query (the document level reads it all). Inside the documents it was
+    routed to, its words pull towards the passages about the source itself, the judgment's header
+    or the report's introduction, rather than towards the answer: the node-level BM25 leaves out
+    those of its words the rest of the query does not repeat (``document_level.lexical_documents``).
+    """
+    found = _SOURCE_CLAUSE.match(query)
+    if found is None:
+        return "", query
+    return query[: found.end()], query[found.end() :]
+
+
+def take_out_titles(query: str, titles: Sequence[str]) -> tuple[str, list[str]]:
+    """The passage query: ``query`` without the titles of the documents it names (see
+    ``services._passage_vector``), and the titles it took out (none when the query stays whole).
+
+    A title of several words is taken out however it is written; a one-word title ("JetWing")
+    only as the title writes it and not as the query's first word, so that a query about
+    volcanoes keeps its subject inside a document titled "Volcanoes". The query itself comes
+    back when too little would be left (fewer than three words). The titles found by plain
+    substring search (``document_level.documents_by_title_in_query``) can be false friends: a
+    document titled "202" is "in" every query about 2021. Only a title taken out here counts as
+    named.
+    """
+    rest, taken = query, []
+    for title in sorted({title.strip() for title in titles if title.strip()}, key=len, reverse=True):
+        if len(title.split()) > 1:
+            rest, found = re.subn(re.escape(title), " ", rest, flags=re.IGNORECASE)
+        else:
+            rest, found = re.subn(rf"(?<=\W){re.escape(title)}\b", " ", rest)
+        if found:
+            taken.append(title)
+    rest = re.sub(r"\(\s*\)|\[\s*\]", " ", rest)  # the brackets a title sat in
+    rest = " ".join(rest.split()).strip(" ,;:-")
+    if rest != query and len(re.findall(r"\w+", rest)) >= 3:
+        return rest, sorted(taken)
+    return query, []
+
+
+# -- the fusion-and-routing stage ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DocumentFacts:
+    """What routing needs to know of one candidate document."""
+
+    title: str
+    token_count: int
+
+
+@dataclass(frozen=True)
+class Routing:
+    """Where the budget goes: the fused documents (best first), the selected ones, and whether
+    they are returned whole (``whole``) or go to the node level."""
+
+    fused: tuple[Fused[int], ...]  # only documents still there (``facts`` knows them)
+    ranks: Mapping[int, int]  # document id -> its place in ``fused``
+    selected: tuple[int, ...]  # the documents the budget is routed on, in fused order
+    whole: bool  # they fit the budget whole
+    path_names: tuple[str, ...]  # the paths that were fused
+    notes: tuple[str, ...]
+
+
+def route_documents(
+    *,
+    mode: str,
+    retrieval_paths: Mapping[str, Mapping[int, float]],
+    llm_scores: Mapping[int, float] | None,
+    weights: Mapping[str, float],
+    facts: Mapping[int, DocumentFacts],
+    named_documents: Collection[int],
+    budget: int,
+) -> Routing:
+    """Fuse the document-level paths and route the budget.
+
+    ``retrieval_paths`` are the vector (and lexical) scores; ``llm_scores`` LLMselect's, None when
+    it did not answer. In "llm" mode with LLMselect's answer the other paths only shortlisted
+    documents for it and are not fused.
+    """
+    doc_paths = _document_paths(mode, retrieval_paths, llm_scores)
+    fused = [
+        item for item in fuse(doc_paths, {name: weights[name] for name in doc_paths}) if item.key in facts
+    ]
+    selected, notes = _select(fused, facts, named_documents)
+    sizes = {pk: fact.token_count for pk, fact in facts.items()}
+    # Taken whole, they fit: the budget left takes the next documents (which keeps them fitting).
+    whole = bool(selected) and whole_documents_fit((sizes[pk] for pk in selected), budget)
+    if whole:
+        selected = extend_to_budget(selected, fused, sizes=sizes, budget=budget)
+    if not selected:
+        notes.append(_nothing_selected(doc_paths))
+    return Routing(
+        fused=tuple(fused),
+        ranks={item.key: rank for rank, item in enumerate(fused)},
+        selected=tuple(selected),
+        whole=whole,
+        path_names=tuple(doc_paths),
+        notes=tuple(notes),
+    )
+
+
+def _document_paths(
+    mode: str, retrieval_paths: Mapping[str, Mapping[int, float]], llm_scores: Mapping[int, float] | None
+) -> dict[str, Mapping[int, float]]:
+    """The paths fused: LLMselect's when it answered, the others unless "llm" mode has its answer."""
+    if llm_scores is None:
+        return dict(retrieval_paths)
+    if mode == "llm":
+        return {LLM_SELECT: llm_scores}
+    return {LLM_SELECT: llm_scores, **retrieval_paths}
+
+
+def _nothing_selected(doc_paths: Mapping[str, object]) -> str:
+    if LLM_SELECT in doc_paths and VECTOR not in doc_paths:
+        return "llm mode: LLMselect chose no document, so nothing was returned."
+    return "No document matched: the scope holds no indexed text, or no path found any."
+
+
+def _select(
+    fused: Sequence[Fused[int]], facts: Mapping[int, DocumentFacts], named_documents: Collection[int]
+) -> tuple[list[int], list[str]]:
+    """The documents the scores select, or those the query names (with the best-scored one), and
+    the notes that say which the names added or left out."""
+    selected = select_documents(fused)
+    named = route_to_named_documents(fused, named_documents) if named_documents else []
+    if not named:
+        return selected, []
+    notes = []
+    if added := [facts[pk].title for pk in named if pk not in selected]:
+        notes.append(f"Searched because the query names it: {', '.join(added)}.")
+    if left_out := [facts[pk].title for pk in selected if pk not in named]:
+        notes.append(f"Not searched, because the query names other documents: {', '.join(left_out)}.")
+    return named, notes
