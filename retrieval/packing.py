@@ -176,18 +176,56 @@ def pack_exact(
     limit)`` shortens a text to ``limit`` tokens for the truncation fallback.
     Returns the packing (chosen candidates carry exact counts) and the text of each chosen node.
     """
-    exact: dict[int, int] = {}
-    cut_texts: dict[int, str] = {}
+    cut_texts: dict[int, str] = {}  # what truncation cut, by node id
 
     def truncate(candidate: Candidate, limit: int) -> Candidate | None:
-        text = cut(text_of(candidate.node.id), limit)
-        if not text.strip():
-            return None
-        cut_texts[candidate.node.id] = text
-        return dataclasses.replace(candidate, token_count=count(text))
+        return _cut_exactly(candidate, limit, text_of=text_of, count=count, cut=cut, cut_texts=cut_texts)
 
+    def pack_now(current: Sequence[Candidate]) -> PackResult:
+        return pack(current, budget=budget, truncate=truncate, document_rank=document_rank)
+
+    result, exact = _repack_until_exact(
+        candidates, pack_now, text_of=text_of, count=count, max_repacks=max_repacks
+    )
+    texts = {c.node.id: cut_texts[c.node.id] if c.truncated else text_of(c.node.id) for c in result.chosen}
+    chosen = _counted_within_budget(result.chosen, texts, exact, count=count, budget=budget)
+    result = dataclasses.replace(
+        result, chosen=tuple(chosen), total_tokens=sum(c.token_count for c in chosen)
+    )
+    return result, {c.node.id: texts[c.node.id] for c in chosen}
+
+
+def _cut_exactly(
+    candidate: Candidate,
+    limit: int,
+    *,
+    text_of: Callable[[int], str],
+    count: Callable[[str], int],
+    cut: Callable[[str, int], str],
+    cut_texts: dict[int, str],
+) -> Candidate | None:
+    """The truncation fallback: the candidate's text cut to ``limit`` tokens (kept in
+    ``cut_texts``) and counted exactly; None when nothing but whitespace is left."""
+    text = cut(text_of(candidate.node.id), limit)
+    if not text.strip():
+        return None
+    cut_texts[candidate.node.id] = text
+    return dataclasses.replace(candidate, token_count=count(text))
+
+
+def _repack_until_exact(
+    candidates: Sequence[Candidate],
+    pack_now: Callable[[Sequence[Candidate]], PackResult],
+    *,
+    text_of: Callable[[int], str],
+    count: Callable[[str], int],
+    max_repacks: int,
+) -> tuple[PackResult, dict[int, int]]:
+    """Pack, count what was chosen exactly, and pack again while a chosen count was off (at most
+    ``max_repacks`` times); the last packing and the exact counts, by node id."""
+    exact: dict[int, int] = {}
     current = list(candidates)
-    result = pack(current, budget=budget, truncate=truncate, document_rank=document_rank)
+    result = pack_now(current)
     for _ in range(max_repacks):
         if result.truncated:
             break  # the cut text was counted exactly by truncate()
@@ -197,17 +235,25 @@ def pack_exact(
         if all(exact[c.node.id] == c.token_count for c in fresh):
             break
         current = [_with_count(c, exact.get(c.node.id, c.token_count)) for c in current]
-        result = pack(current, budget=budget, truncate=truncate, document_rank=document_rank)
-    texts = {c.node.id: cut_texts[c.node.id] if c.truncated else text_of(c.node.id) for c in result.chosen}
-    chosen = [
+        result = pack_now(current)
+    return result, exact
+
+
+def _counted_within_budget(
+    chosen: Sequence[Candidate],
+    texts: Mapping[int, str],
+    exact: Mapping[int, int],
+    *,
+    count: Callable[[str], int],
+    budget: int,
+) -> list[Candidate]:
+    """The chosen candidates with exact counts. Counts still moving after the last re-pack
+    (pathological estimates): the budget is a hard limit, so the lowest-priority chunks are
+    dropped until the rest fits."""
+    counted = [
         _with_count(c, count(texts[c.node.id]) if c.truncated or c.node.id not in exact else exact[c.node.id])
-        for c in result.chosen
+        for c in chosen
     ]
-    # Counts still moving after the last re-pack (pathological estimates): the budget is a hard
-    # limit, so drop the lowest-priority chunks until the rest fits.
-    while chosen and sum(c.token_count for c in chosen) > budget:
-        chosen.remove(min(chosen, key=lambda c: (c.from_llm, c.score)))
-    result = dataclasses.replace(
-        result, chosen=tuple(chosen), total_tokens=sum(c.token_count for c in chosen)
-    )
-    return result, {c.node.id: texts[c.node.id] for c in chosen}
+    while counted and sum(c.token_count for c in counted) > budget:
+        counted.remove(min(counted, key=lambda c: (c.from_llm, c.score)))
+    return counted

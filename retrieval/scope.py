@@ -65,52 +65,71 @@ def resolve_scope(
         selected = selected.filter(collection=found)
         filters["collection"] = found.slug
         collection_id = found.pk
-    if isinstance(documents, str | int):
-        documents = [documents]  # one id given bare
-    if isinstance(tags, str):
-        tags = [tags]  # one tag given bare, not a sequence of characters
-    if documents:
-        ids = sorted({_document_id(value) for value in documents})
-        existing = set(visible.filter(pk__in=ids).values_list("pk", flat=True))
-        missing = [str(pk) for pk in ids if pk not in existing]
-        if missing:
-            raise RetrievalNotFoundError(
-                f"No document with id {', '.join(missing)}. Use the ids of existing documents "
-                "(see the document list), or leave the documents filter out."
-            )
+    if ids := _document_ids(documents, visible):
         selected = selected.filter(pk__in=ids)
         filters["documents"] = ids
-    if tags:
-        wanted = sorted({str(tag).strip() for tag in tags if str(tag).strip()})
-        _check_tags(wanted)
-        known = set(
-            visible.filter(tags__overlap=wanted)
-            .annotate(tag=Func(F("tags"), function="unnest"))
-            .values_list("tag", flat=True)
-        )
-        unknown = [tag for tag in wanted if tag not in known]
-        if unknown:
-            raise RetrievalNotFoundError(
-                f"No document has the tag {', '.join(repr(tag) for tag in unknown)}. "
-                "Check the spelling (tags are case-sensitive) or leave the tag filter out."
-            )
-        if wanted:
-            selected = selected.filter(tags__contains=wanted)
-            filters["tags"] = wanted
+    if wanted := _tags(tags, visible):
+        selected = selected.filter(tags__contains=wanted)
+        filters["tags"] = wanted
     if not filters and collections is None:
         return Scope(document_ids=None, filters={}, visibility=visibility)
+    return Scope(
+        document_ids=_matching_ids(selected, filters),
+        filters=filters,
+        visibility=visibility,
+        collection_id=collection_id,
+    )
+
+
+def _matching_ids(selected: QuerySet[Document], filters: dict[str, Any]) -> list[int]:
+    """The ids of the documents in scope; filters that match nothing together are refused."""
     ids = list(selected.order_by("pk").values_list("pk", flat=True))
     if not ids and filters:
         described = "; ".join(f"{name}: {value}" for name, value in filters.items())
         raise RetrievalNotFoundError(
             f"No document matches all the filters together ({described}). Loosen one of them."
         )
-    return Scope(
-        document_ids=ids,
-        filters=filters,
-        visibility=visibility,
-        collection_id=collection_id,
+    return ids
+
+
+def _document_ids(documents: Sequence[object] | int | str | None, visible: QuerySet[Document]) -> list[int]:
+    """The ids of the documents filter, sorted, each checked to exist and be visible."""
+    values: Sequence[object] | None = (
+        [documents] if isinstance(documents, str | int) else documents
+    )  # one id bare
+    if not values:
+        return []
+    ids = sorted({_document_id(value) for value in values})
+    existing = set(visible.filter(pk__in=ids).values_list("pk", flat=True))
+    missing = [str(pk) for pk in ids if pk not in existing]
+    if missing:
+        raise RetrievalNotFoundError(
+            f"No document with id {', '.join(missing)}. Use the ids of existing documents "
+            "(see the document list), or leave the documents filter out."
+        )
+    return ids
+
+
+def _tags(tags: Sequence[str] | str | None, visible: QuerySet[Document]) -> list[str]:
+    """The tags filter, sorted and stripped, each checked to be carried by a visible document."""
+    if isinstance(tags, str):
+        tags = [tags]  # one tag given bare, not a sequence of characters
+    if not tags:
+        return []
+    wanted = sorted({str(tag).strip() for tag in tags if str(tag).strip()})
+    _check_tags(wanted)
+    known = set(
+        visible.filter(tags__overlap=wanted)
+        .annotate(tag=Func(F("tags"), function="unnest"))
+        .values_list("tag", flat=True)
     )
+    unknown = [tag for tag in wanted if tag not in known]
+    if unknown:
+        raise RetrievalNotFoundError(
+            f"No document has the tag {', '.join(repr(tag) for tag in unknown)}. "
+            "Check the spelling (tags are case-sensitive) or leave the tag filter out."
+        )
+    return wanted
 
 
 def _check_tags(wanted: list[str]) -> None:

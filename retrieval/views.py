@@ -69,15 +69,7 @@ def query_page(request: HtmxHttpRequest) -> HttpResponse:
     status = 200
     if asked:
         try:
-            result = retrieve(
-                query=values["query"],
-                token_budget=_budget(values["budget"]),
-                mode=values["mode"] or None,
-                collection=values["collection"] or None,
-                tags=[tag.strip() for tag in values["tags"].split(",") if tag.strip()] or None,
-                documents=values["documents"] or None,
-                user=request.user,
-            )
+            result = _retrieve(values, user=request.user)
         except UserInputError as error:
             context["error"] = error
             status = 200 if request.htmx else 400
@@ -87,6 +79,19 @@ def query_page(request: HtmxHttpRequest) -> HttpResponse:
             context["recent"] = request.session[_SESSION_KEY]["recent"]
     template = "retrieval/query.html#results" if request.htmx else "retrieval/query.html"
     return render(request, template, context, status=status)
+
+
+def _retrieve(values: dict[str, Any], *, user: Any) -> RetrievalResult:
+    """The query page's form values, as ``retrieve()`` takes them (a blank filter is none)."""
+    return retrieve(
+        query=values["query"],
+        token_budget=_budget(values["budget"]),
+        mode=values["mode"] or None,
+        collection=values["collection"] or None,
+        tags=[tag.strip() for tag in values["tags"].split(",") if tag.strip()] or None,
+        documents=values["documents"] or None,
+        user=user,
+    )
 
 
 @login_required

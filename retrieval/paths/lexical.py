@@ -206,7 +206,11 @@ def document_scores(
             "UNION ALL SELECT 'scope', NULL, considered, NULL FROM stats",
             [*scope_params, list(terms), K1, K1, B, B],
         )
-        rows = cursor.fetchall()
+        return _document_rows_scores(cursor.fetchall())
+
+
+def _document_rows_scores(rows: Sequence[tuple[Any, ...]]) -> LexicalScores:
+    """``document_scores``' answer, one row per document, per term and for the scope."""
     scores = {int(key): float(value) for kind, key, value, _ in rows if kind == "document"}
     holding = {str(term): int(value) for kind, _, value, term in rows if kind == "term"}
     considered = next(int(value) for kind, _, value, _ in rows if kind == "scope")

@@ -5,7 +5,7 @@ LLMselect scores documents from their shallow table of contents (internal nodes 
 LLMnavigate picks subtree roots (node ids) from the outline of the selected documents.
 
 Prompts stay bounded however large the corpus grows: the caller shortlists documents with the
-vector path first, and ``build_outline`` fills a token cap level by level (every document's
+vector path first, and ``build_outline`` (``llm_outline``) fills a token cap level by level (every document's
 root, then every depth-1 node, ...), so each document is represented before any gets more
 detail. Each step's whole prompt (instructions, query, outline, chat framing, and the schema in
 case the server needs it spelled out) also fits ``max_prompt_tokens``: the caller gives
@@ -25,14 +25,36 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q
-
 from documents.ingestion.prompts import DOCUMENT_TAG, fence_untrusted
 from documents.models import Node
 from openfable.llm import LLMClient, LLMError, LLMOutputError, LLMUsage
 from openfable.llm_endpoints import with_schema_instruction
-from openfable.tokens import count_chat_tokens, count_tokens, truncate_to_tokens
+from openfable.tokens import count_chat_tokens
+from retrieval.paths.llm_outline import (
+    Outline,
+    OutlineEntry,
+    build_outline,
+    internal_outline_entries,
+)
 from retrieval.paths.vector import ScoredNodeRow
+
+__all__ = [  # the outlines are built in ``llm_outline``; named here too, beside the prompts
+    "NAVIGATE_SCHEMA",
+    "SELECT_SCHEMA",
+    "LLMAnswerError",
+    "LLMPathOutcome",
+    "LLMScores",
+    "Outline",
+    "OutlineEntry",
+    "build_outline",
+    "internal_outline_entries",
+    "llm_navigate",
+    "llm_select",
+    "navigate_messages",
+    "parse_scores",
+    "select_messages",
+    "select_prompt_cap",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +65,6 @@ NAVIGATE_LINE_TOKENS = 60  # LLMnavigate shows more nodes, each more briefly
 NAVIGATE_MAX_PICKS = 12
 LEAF_EXCERPT_WORDS = 40  # a leaf in the LLMnavigate outline: its opening words
 ANSWER_MAX_TOKENS = 1500
-_MIN_LINE_TOKENS = 12  # no outline line is shorter than this: below it the outline is full  # room for a few dozen {"id", "score"} items
 # LLMselect's share of one query's prompt allowance; LLMnavigate gets the rest. Navigation reads
 # the selected documents node by node and gains most from room; selection reads shallow tables
 # of contents, where a shortlist's roots and first sections fit in less.
@@ -80,28 +101,6 @@ NAVIGATE_SCHEMA = _scores_schema("nodes")
 
 
 @dataclass(frozen=True, slots=True)
-class OutlineEntry:
-    id: int
-    document_id: int
-    parent_id: int | None
-    depth: int
-    order: int
-    kind: str
-    title: str
-    text: str  # an internal node's summary, or a leaf's opening words
-    token_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class Outline:
-    text: str
-    document_ids: tuple[int, ...]  # documents shown, in the order given
-    node_ids: frozenset[int]  # nodes shown
-    omitted: int  # entries left out to stay within the cap
-    tokens: int
-
-
-@dataclass(frozen=True, slots=True)
 class LLMScores:
     scores: dict[int, float]  # offered id -> score in (0, 1]
     dropped_ids: int  # ids the outline did not offer
@@ -123,101 +122,6 @@ class LLMPathOutcome:
 
 class LLMAnswerError(ValueError):
     """Valid JSON, but not the shape the schema asked for."""
-
-
-# -- outlines ------------------------------------------------------------------------------------
-
-
-def internal_outline_entries(*, document_ids: Sequence[int], max_depth: int) -> list[OutlineEntry]:
-    """Internal nodes of depth <= ``max_depth`` of these documents (for LLMselect), one query."""
-    rows = (
-        Node.objects.filter(document_id__in=list(document_ids), depth__lte=max_depth, excluded=False)
-        .filter(~Q(kind=Node.Kind.LEAF))
-        .order_by("document_id", "order")
-        .values_list(
-            "id", "document_id", "parent_id", "depth", "order", "kind", "title", "summary", "token_count"
-        )
-    )
-    return [OutlineEntry(*row) for row in rows]
-
-
-def build_outline(
-    *,
-    documents: Sequence[tuple[int, str]],
-    entries: Sequence[OutlineEntry],
-    max_tokens: int,
-    line_tokens: int,
-    show_node_ids: bool,
-) -> Outline:
-    """Render documents (id, title, in rank order) and their entries within ``max_tokens``.
-
-    Documents are added in the given order, then entries level by level across all documents;
-    an entry is shown only with its parent, so the outline always reads as a tree.
-    """
-    rank = {document_id: index for index, (document_id, _) in enumerate(documents)}
-    headers: dict[int, str] = {}
-    used = 0
-    for document_id, title in documents:
-        line = f"<document id={document_id}> {_one_line(title, line_tokens) or '(untitled)'}"
-        cost = count_tokens(line) + 1
-        if used + cost > max_tokens:
-            break
-        headers[document_id] = line
-        used += cost
-
-    lines: dict[int, str] = {}
-    omitted = 0
-    by_depth = sorted(
-        (entry for entry in entries if entry.document_id in headers),
-        key=lambda entry: (entry.depth, rank[entry.document_id], entry.order),
-    )
-    for index, entry in enumerate(by_depth):
-        if max_tokens - used < _MIN_LINE_TOKENS:  # full: skip rendering (and tokenising) the rest
-            omitted += len(by_depth) - index
-            break
-        if entry.parent_id is not None and entry.parent_id not in lines:
-            omitted += 1
-            continue
-        line = _entry_line(entry, line_tokens, show_node_ids)
-        cost = count_tokens(line) + 1
-        if used + cost > max_tokens:
-            omitted += 1
-            continue
-        lines[entry.id] = line
-        used += cost
-    omitted += sum(1 for entry in entries if entry.document_id not in headers)
-
-    shown = [entry for entry in entries if entry.id in lines]
-    shown.sort(key=lambda entry: (rank[entry.document_id], entry.order))
-    out: list[str] = []
-    position = 0
-    for document_id in headers:  # `shown` is grouped by document, in the same order
-        out.append(headers[document_id])
-        while position < len(shown) and shown[position].document_id == document_id:
-            out.append(lines[shown[position].id])
-            position += 1
-    return Outline(
-        text="\n".join(out),
-        document_ids=tuple(headers),
-        node_ids=frozenset(lines),
-        omitted=omitted,
-        tokens=used,
-    )
-
-
-def _one_line(text: str, max_tokens: int) -> str:
-    flat = " ".join(text.split())
-    cut = truncate_to_tokens(flat, max_tokens)
-    return cut if cut == flat else cut + " …"
-
-
-def _entry_line(entry: OutlineEntry, line_tokens: int, show_node_ids: bool) -> str:
-    indent = "  " * (entry.depth + 1)
-    label = f"[node {entry.id}] ({entry.kind}, {entry.token_count} tokens) " if show_node_ids else "- "
-    title = _one_line(entry.title, 20)
-    text = _one_line(entry.text, max(8, line_tokens - count_tokens(title) - 12))
-    body = f"{title}: {text}" if title and text else title or text
-    return f"{indent}{label}{body}"
 
 
 # -- prompts -------------------------------------------------------------------------------------
@@ -278,11 +182,7 @@ def parse_scores(data: Any, *, key: str, offered: Collection[int]) -> LLMScores:
     pairs: list[tuple[int, float]] = []
     dropped = 0
     for item in data[key]:
-        if not isinstance(item, Mapping):
-            raise LLMAnswerError(f"expected objects with id and score in {key!r}, got {_preview(item)}")
-        item_id, score = _as_id(item.get("id")), _as_score(item.get("score"))
-        if item_id is None or score is None:
-            raise LLMAnswerError(f"expected an integer id and a numeric score, got {_preview(item)}")
+        item_id, score = _id_and_score(item, key)
         if item_id not in offered:
             dropped += 1
             continue
@@ -295,6 +195,16 @@ def parse_scores(data: Any, *, key: str, offered: Collection[int]) -> LLMScores:
         if value > 0:
             scores[item_id] = max(value, scores.get(item_id, 0.0))
     return LLMScores(scores=scores, dropped_ids=dropped)
+
+
+def _id_and_score(item: object, key: str) -> tuple[int, float]:
+    """One ``{"id", "score"}`` of the answer, checked."""
+    if not isinstance(item, Mapping):
+        raise LLMAnswerError(f"expected objects with id and score in {key!r}, got {_preview(item)}")
+    item_id, score = _as_id(item.get("id")), _as_score(item.get("score"))
+    if item_id is None or score is None:
+        raise LLMAnswerError(f"expected an integer id and a numeric score, got {_preview(item)}")
+    return item_id, score
 
 
 def _as_id(value: object) -> int | None:

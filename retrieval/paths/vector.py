@@ -193,19 +193,12 @@ def nearest_nodes(
         and collection_id is not None
         and collection_index_ready(collection_id, max_age_s=INDEX_STATE_MAX_AGE_S)
     ):
-        # The collection's own index: its beam holds the collection's nodes only, so a beam of
-        # 4·K is enough for the whole collection however large the table grows.
-        subset_nodes = None if whole_collection else _embedded_node_count(ids)
-        if subset_nodes is not None and subset_nodes <= SUBSET_EXACT_MAX_NODES:
-            return _exact_search(query, ids, top_k)
-        sql = collection_hnsw_sql(collection_id, filtered=not whole_collection)
-        scan_ids = None if whole_collection else ids
-        ef_search = ef_search_for(top_k) if whole_collection else EF_SEARCH_MAX
-        return _index_search(
-            sql, hnsw_params(query, limit=top_k, document_ids=scan_ids), ef_search, HNSW_COLLECTION,
-            query=query, top_k=top_k, ids=ids, in_scope=subset_nodes,
-        )  # fmt: skip
+        return _collection_search(query, ids, top_k, collection_id=collection_id, whole=whole_collection)
+    return _corpus_search(query, ids, top_k)
 
+
+def _corpus_search(query: str, ids: list[int] | None, top_k: int) -> VectorSearch:
+    """Through the corpus-wide index, or an exact scan of a small scope (``ids``; None: all)."""
     in_scope: int | None = None
     if ids is not None:
         in_scope = _embedded_node_count(ids)
@@ -217,6 +210,24 @@ def nearest_nodes(
     return _index_search(
         hnsw_sql(filtered=ids is not None), hnsw_params(query, limit=top_k, document_ids=ids), ef_search,
         HNSW if ids is None else HNSW_FILTERED, query=query, top_k=top_k, ids=ids, in_scope=in_scope,
+    )  # fmt: skip
+
+
+def _collection_search(
+    query: str, ids: list[int], top_k: int, *, collection_id: int, whole: bool
+) -> VectorSearch:
+    """Through the collection's own index: its beam holds the collection's nodes only, so a beam
+    of 4·K is enough for the whole collection however large the table grows (``whole``: the
+    documents are all of the collection's)."""
+    subset_nodes = None if whole else _embedded_node_count(ids)
+    if subset_nodes is not None and subset_nodes <= SUBSET_EXACT_MAX_NODES:
+        return _exact_search(query, ids, top_k)
+    sql = collection_hnsw_sql(collection_id, filtered=not whole)
+    scan_ids = None if whole else ids
+    ef_search = ef_search_for(top_k) if whole else EF_SEARCH_MAX
+    return _index_search(
+        sql, hnsw_params(query, limit=top_k, document_ids=scan_ids), ef_search, HNSW_COLLECTION,
+        query=query, top_k=top_k, ids=ids, in_scope=subset_nodes,
     )  # fmt: skip
 
 
