@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
-from api.views import accounts, collections, documents, edits, errors, invitations, nodes, queries
+from api.views import accounts, collections, documents, edits, errors, invitations, moves, nodes, queries
 
 app_name = "api"
 
@@ -21,6 +21,7 @@ urlpatterns = [
     path("nodes/<int:pk>/split", edits.NodeSplitView.as_view(), name="node-split"),
     path("nodes/<int:pk>/merge", edits.NodeMergeView.as_view(), name="node-merge"),
     path("nodes/<int:pk>/move", edits.NodeMoveView.as_view(), name="node-move"),
+    path("nodes/<int:pk>/move-places", moves.NodeMovePlacesView.as_view(), name="node-move-places"),
     path("nodes/<int:pk>/dissolve", edits.NodeDissolveView.as_view(), name="node-dissolve"),
     path("query", queries.QueryView.as_view(), name="query"),
     path("collections", collections.CollectionListView.as_view(), name="collections"),

@@ -48,7 +48,11 @@ class SplitSerializer(VersionSerializer):
 class MoveSerializer(VersionSerializer):
     # DRF's metaclass moves declared fields off the class: the name clashes with Field.parent for mypy only.
     parent = IdField(help_text="the id of the new parent node")  # type: ignore[assignment]
-    position = StrictIntegerField(required=False, allow_null=True, help_text="0 = first; empty = last")
+    position = StrictIntegerField(
+        required=False,
+        allow_null=True,
+        help_text="0 = first; empty = where the text stays in order (GET /nodes/{id}/move-places)",
+    )
 
 
 class GroupSerializer(VersionSerializer):

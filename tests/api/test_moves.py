@@ -1,0 +1,45 @@
+"""GET /v1/api/nodes/{id}/move-places: the places POST /nodes/{id}/move takes, from the move's own
+rule; every one listed is taken (with no position given), every other parent is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from documents.models import Document, Node
+from tests.api.conftest import People
+
+pytestmark = pytest.mark.django_db
+API = "/v1/api"
+
+
+def test_every_place_listed_is_taken_and_every_other_parent_refused(
+    people: People, indexed: Document
+) -> None:
+    client = people.client(people.member)
+    internal = set(Node.objects.filter(document=indexed).exclude(kind="leaf").values_list("pk", flat=True))
+    taken = refused = 0
+    for node in Node.objects.filter(document=indexed).exclude(parent=None).order_by("order"):
+        answer = client.get(f"{API}/nodes/{node.pk}/move-places")
+        assert answer.status_code == 200, answer.json()
+        body = answer.json()
+        assert (
+            body["node"] == node.pk
+            and body["tree_version"] == Document.objects.get(pk=indexed.pk).tree_version
+        )
+        listed = {place["parent"] for place in body["places"]}
+        for place in body["places"]:
+            moved = client.post(f"{API}/nodes/{node.pk}/move", {"parent": place["parent"]}, format="json")
+            assert moved.status_code == 200, moved.json()
+            assert Node.objects.get(pk=node.pk).ordinal == place["position"]
+            assert client.post(f"{API}/documents/{indexed.pk}/undo", {}, format="json").status_code == 200
+            taken += 1
+        for parent in internal - listed - {node.parent_id}:
+            moved = client.post(f"{API}/nodes/{node.pk}/move", {"parent": parent}, format="json")
+            assert moved.status_code == 400, (node.pk, parent, moved.json())
+            refused += 1
+    assert taken and refused
+
+    root = Node.objects.get(document=indexed, parent=None)
+    assert client.get(f"{API}/nodes/{root.pk}/move-places").json()["places"] == []
+    stranger = people.client(people.stranger).get(f"{API}/nodes/{root.pk}/move-places")
+    assert stranger.status_code == 404 and stranger.json()["error"]["code"] == "not_found"
