@@ -330,7 +330,7 @@ class TreeEdit(models.Model):
     """One edit a person made to a document's tree, with what it changed, so it can be undone.
 
     ``before`` and ``after`` hold one row per node the edit touched: ``id`` plus the fields that
-    changed (``documents.services.edit_tree.STATE_FIELDS``), or every field for a node the edit
+    changed (``documents.tree_edits.STATE_FIELDS``), or every field for a node the edit
     created (``after`` only) or deleted (``before`` only). A ``before`` row also carries the
     node's ``embedding`` (a list of floats) when the edit deleted the node or changed the text it
     is embedded from, so undoing restores the vector instead of computing it again.
