@@ -278,6 +278,10 @@ document.addEventListener("click", (event) => {
     dropOn(place);
   });
   document.addEventListener("dragend", () => endMove());
+  // A keyboard move ends when the focus leaves the outline (a click elsewhere, or Tab).
+  document.addEventListener("focusout", (event) => {
+    if (moving && !event.relatedTarget?.closest?.('[role="tree"]')) endMove();
+  });
 
   // Registered before the tree's own keys: while a move lasts, the keys are the move's.
   document.addEventListener("keydown", (event) => {

@@ -140,7 +140,11 @@ def test_a_node_moves_from_the_keyboard_in_the_outline(
     expect(page.locator(".tree.moving")).to_have_count(0)
     assert page.evaluate("document.activeElement.id") == f"node-{clause}", "back on the node, nothing moved"
     assert _place_of(contract, "2.1 Supply clause 1") == ("Supply", 0, "subsection")
+    page.keyboard.press("Control+x")
+    page.locator("h1").click()  # the focus leaves the outline: the move ends
+    expect(page.locator(".tree.moving")).to_have_count(0)
 
+    page.locator(f"#node-{clause}").focus()
     page.keyboard.press("Control+x")
     page.keyboard.press("ArrowDown")
     assert page.evaluate("document.activeElement.id") == f"node-{_node(contract, 'Definitions')}"
