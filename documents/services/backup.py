@@ -13,6 +13,8 @@ whole import is one transaction, so a refused file writes nothing.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
@@ -27,7 +29,12 @@ from django.utils import timezone
 from documents.ingestion.pipeline import TOC_SEPARATOR, FlatNodeRow, embedding_text
 from documents.ingestion.tree import KINDS, LEAF, MAX_DEPTH, TreeNode, check_tree
 from documents.models import Collection, Document, Node
-from documents.services.documents import collection_create, document_create, slug_is_reserved
+from documents.services.documents import (
+    collection_create,
+    document_create,
+    document_original_restore,
+    slug_is_reserved,
+)
 from documents.services.jobs import require_embedder_fits_stored_vectors
 from documents.services.trees import NODE_SUMMARY_MAX_CHARS, NODE_TITLE_MAX_CHARS, document_tree_replace
 from openfable.embeddings import Embedder, check_vectors, get_embedder
@@ -84,8 +91,9 @@ def collection_export(
     Two queries per chunk of documents (the documents, then all their nodes), never one per
     document; the vectors are read only when ``with_vectors``. A node waiting to be re-embedded
     after an edit (``embedding_stale``) is written without its vector, so import computes it.
-    An uploaded file goes as its extracted text with its page map (not the file itself); one
-    whose text was never read (its extraction failed) has nothing to restore and is left out.
+    An uploaded file goes as its extracted text with its page map, and the file itself (base64,
+    with its hash), which import stores again; one whose text was never read (its extraction
+    failed) has no tree to restore and is left out.
     """
     embedder = embedder or get_embedder()
     header = {
@@ -103,7 +111,7 @@ def collection_export(
         Document.objects.filter(collection=collection)
         .exclude(content="")
         .order_by("created", "id")
-        .only("id", "content", "content_hash", "format", "page_spans", *_DOCUMENT_FIELDS)
+        .only("id", "content", "content_hash", "format", "page_spans", "original", *_DOCUMENT_FIELDS)
         .prefetch_related(Prefetch("nodes", queryset=nodes))
     )
     document_count = node_count = 0
@@ -135,7 +143,20 @@ def _document_entry(document: Document, *, with_vectors: bool) -> dict[str, Any]
         "content_hash": hashlib.sha256(document.content.encode("utf-8", "surrogatepass")).hexdigest(),
         "format": document.format,
         "page_spans": document.page_spans,
+        **({"original": _original_entry(document)} if document.original else {}),
         "nodes": rows,
+    }
+
+
+def _original_entry(document: Document) -> dict[str, Any]:
+    """The uploaded file, so that a restored document can be downloaded, shown page by page and
+    re-indexed from it as before."""
+    with document.original.open("rb") as file:
+        data = file.read()
+    return {
+        "name": document.source_filename or (document.original.name or "").rsplit("/", 1)[-1],
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "base64": base64.b64encode(data).decode("ascii"),
     }
 
 
@@ -173,26 +194,36 @@ def collection_import(
     require_embedder_fits_stored_vectors(embedder)
     first_line: dict[str, int] = {}  # content hash -> the line that brought it
     documents = nodes = carried = computed = 0
-    for number, text in numbered:
-        if not text.strip():
-            continue
-        entry = _parse(text, number, dimensions=header["embedding"]["dimensions"])
-        try:
-            restored = _document_import(entry, collection=collection, embedder=embedder, carry=carry)
-        except BackupFileError:
-            raise
-        except UserInputError as error:
-            raise BackupFileError(f"Line {number}: {error}", code=error.code) from None
-        if restored is None:
-            raise BackupFileError(
-                f"Line {number}: the document {entry['title']!r} has the same text as the one on line "
-                f"{first_line[entry['content_hash']]}; a collection holds each text once."
-            )
-        first_line[entry["content_hash"]] = number
-        documents += 1
-        nodes += restored[0]
-        carried += restored[1]
-        computed += restored[2]
+    stored: list[str] = []  # original files written so far: storage has no transactions
+    try:
+        for number, text in numbered:
+            if not text.strip():
+                continue
+            entry = _parse(text, number, dimensions=header["embedding"]["dimensions"])
+            try:
+                restored = _document_import(
+                    entry, collection=collection, embedder=embedder, carry=carry, stored=stored
+                )
+            except BackupFileError:
+                raise
+            except UserInputError as error:
+                raise BackupFileError(f"Line {number}: {error}", code=error.code) from None
+            if restored is None:
+                raise BackupFileError(
+                    f"Line {number}: the document {entry['title']!r} has the same text as the one on "
+                    f"line {first_line[entry['content_hash']]}; a collection holds each text once."
+                )
+            first_line[entry["content_hash"]] = number
+            documents += 1
+            nodes += restored[0]
+            carried += restored[1]
+            computed += restored[2]
+    except BaseException:
+        # The transaction takes the rows back; the files written for them go too.
+        storage = Document._meta.get_field("original").storage
+        for name in stored:
+            storage.delete(name)
+        raise
     return ImportResult(
         collection=collection,
         documents=documents,
@@ -313,6 +344,7 @@ def _parse(text: str, number: int, *, dimensions: int) -> dict[str, Any]:
     if entry["builder"] not in {"", *Document.Builder.values}:
         raise BackupFileError(f"Line {number}: unknown builder {entry['builder']!r}.")
     _check_pages(entry, number)
+    _check_original(entry, number)
     if entry["nodes"]:
         _check_rows(entry, number, dimensions=dimensions)
     return entry
@@ -435,8 +467,33 @@ def _check_pages(entry: dict[str, Any], number: int) -> None:
         )
 
 
+def _check_original(entry: dict[str, Any], number: int) -> None:
+    """The uploaded file (written since issue 21; optional): its bytes decoded and checked
+    against their hash, kept as ``entry["original_bytes"]``."""
+    original = entry.get("original")
+    if original is None:
+        return
+    where = f"Line {number}: the original file of {entry['title']!r}"
+    if not (
+        isinstance(original, dict)
+        and all(isinstance(original.get(field), str) for field in ("name", "sha256", "base64"))
+    ):
+        raise BackupFileError(f"{where} needs a name, a sha256 and its base64 content.")
+    if entry.get("format") == Document.Format.TEXT:
+        raise BackupFileError(f"{where} belongs to a text document; only PDF, Word and HTML keep one.")
+    try:
+        data = base64.b64decode(original["base64"], validate=True)
+    except (binascii.Error, ValueError):
+        raise BackupFileError(f"{where} is not valid base64; export the collection again.") from None
+    if hashlib.sha256(data).hexdigest() != original["sha256"]:
+        raise BackupFileError(
+            f"{where} does not match its sha256; the file was changed or damaged after the export."
+        )
+    entry["original_bytes"] = data
+
+
 def _document_import(
-    entry: dict[str, Any], *, collection: Collection, embedder: Embedder, carry: bool
+    entry: dict[str, Any], *, collection: Collection, embedder: Embedder, carry: bool, stored: list[str]
 ) -> tuple[int, int, int] | None:
     """Create one document and write its tree; (nodes, vectors carried, vectors computed), or
     None when the collection already holds its text."""
@@ -460,6 +517,11 @@ def _document_import(
             format=entry["format"], page_spans=entry["page_spans"]
         )
         created.document.format, created.document.page_spans = entry["format"], entry["page_spans"]
+    if "original_bytes" in entry:
+        document_original_restore(
+            document=created.document, data=entry["original_bytes"], filename=entry["original"]["name"]
+        )
+        stored.append(created.document.original.name or "")
     if not has_tree:
         return 0, 0, 0
     document = created.document

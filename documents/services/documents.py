@@ -338,6 +338,17 @@ def _document_save_with_original(document: Document, *, data: bytes, filename: s
         raise
 
 
+def document_original_restore(*, document: Document, data: bytes, filename: str) -> None:
+    """Give a document restored from an export (``documents.services.backup``) its original file
+    back: stored as an upload stores it, and the document known by the file's hash again, so
+    that uploading the same file later finds it."""
+    document.original.save(_storage_name(filename, document.format), ContentFile(data), save=False)
+    document.content_hash = hashlib.sha256(data).hexdigest()
+    Document.objects.filter(pk=document.pk).update(
+        original=document.original.name, content_hash=document.content_hash
+    )
+
+
 def _storage_name(filename: str, format: str) -> str:
     """A safe file name for storage: the upload's own, else one with the format's extension."""
     try:

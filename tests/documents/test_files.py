@@ -204,13 +204,42 @@ def test_an_export_carries_a_files_text_and_pages_and_imports_them(file_storage:
     assert entry["format"] == "pdf" and entry["page_spans"] == document.page_spans
     assert backup._parse(line, 2, dimensions=384)["page_spans"] == document.page_spans
 
-    entry["nodes"] = []  # restored without its tree: stored, queued for indexing from its text
-    restored = backup.collection_import(lines=[header, json.dumps(entry)], slug="restored", name="Restored")
+    # The original file goes too: the restored document can be downloaded, shown page by page
+    # and re-indexed from it.
+    with document.original.open("rb") as uploaded:
+        data = uploaded.read()
+    assert entry["original"]["name"] == "report.pdf"
+    assert entry["original"]["sha256"] == hashlib.sha256(data).hexdigest()
+
+    restored = backup.collection_import(lines=[header, line], slug="restored", name="Restored")
     copy = Document.objects.get(collection=restored.collection)
     assert (
         copy.content == document.content and copy.format == "pdf" and copy.page_spans == document.page_spans
     )
-    assert not copy.original and copy.pages_of(0, len(copy.content)) == [1, 2]
+    assert copy.pages_of(0, len(copy.content)) == [1, 2]
+    with copy.original.open("rb") as stored:
+        assert stored.read() == data
+    # Known by the file's hash again, as an upload is: the same file uploaded later is this one.
+    again = document_create(
+        collection=restored.collection, content=data, source_filename="r.pdf", queue=False
+    )
+    assert not again.created and again.document.pk == copy.pk
+    document_reindex(document=copy, queue=False)
+    assert job_run_now(document_id=copy.pk).succeeded  # type: ignore[union-attr]
+    copy.refresh_from_db()
+    assert copy.content == document.content
+
+    entry["nodes"] = []  # restored without its tree: stored, queued for indexing from its text
+    restored = backup.collection_import(lines=[header, json.dumps(entry)], slug="restored-2", name="R2")
+    assert Document.objects.get(collection=restored.collection).original
+
+    stored_before = sorted(p.name for p in file_storage.rglob("*") if p.is_file())
+    damaged = {**entry, "original": {**entry["original"], "sha256": "0" * 64}}
+    with pytest.raises(backup.BackupFileError, match="original file of 'report' does not match"):
+        backup.collection_import(lines=[header, json.dumps(entry), json.dumps(damaged)], slug="refused")
+    # The whole import is refused: no row, and no file left behind by its first line.
+    assert not Document.objects.filter(collection__slug="refused").exists()
+    assert sorted(p.name for p in file_storage.rglob("*") if p.is_file()) == stored_before
 
     entry["page_spans"] = [[1, 0, 5]]
     with pytest.raises(backup.BackupFileError, match="page map"):
