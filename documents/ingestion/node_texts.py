@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from documents.ingestion.headings import TITLE_CHARS, Heading, clean_title, shorten, word_set
+from documents.ingestion.heading_titles import TITLE_CHARS, Heading, clean_title, shorten, word_set
 from documents.ingestion.prose import is_address_phrase, not_prose, without_addresses
 
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from documents.ingestion.headings import TITLE_CHARS, Heading, detect_headings, shorten
+from documents.ingestion.heading_titles import TITLE_CHARS, Heading, shorten
+from documents.ingestion.headings import detect_headings
 from documents.ingestion.node_texts import Draft, NodeTexts, first_line_title
 from documents.ingestion.segmentation import (
     AFTER_HEADING_PENALTY,

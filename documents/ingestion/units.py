@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from documents.ingestion.headings import Heading
+from documents.ingestion.heading_titles import Heading
 from documents.ingestion.segmentation import (
     LEAF_BREAK_COST,
     TITLED_HEADING_BONUS,

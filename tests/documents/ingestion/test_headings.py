@@ -8,14 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from documents.ingestion.headings import (
-    TITLE_CHARS,
-    Heading,
-    clean_title,
-    detect_headings,
-    shorten,
-    word_set,
-)
+from documents.ingestion.heading_titles import TITLE_CHARS, Heading, clean_title, shorten, word_set
+from documents.ingestion.headings import detect_headings
 
 # A clause body long enough (in characters and lowercase words) to count as prose under a heading.
 BODY = "The parties agree that the terms below apply to every order placed under this contract."

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from documents.ingestion.headings import TITLE_CHARS, Heading
+from documents.ingestion.heading_titles import TITLE_CHARS, Heading
 from documents.ingestion.node_texts import NodeTexts, first_line_title
 from documents.ingestion.structural import Draft, StructuralTreeBuilder
 from documents.ingestion.units import LeafParams, TextUnit

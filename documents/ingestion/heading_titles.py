@@ -1,0 +1,62 @@
+"""A detected heading, and the titles made from headings: cleaned, shortened, and the test for
+"reads like a title" (pure, no Django)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+TITLE_CHARS = 80  # the longest node or document title, in characters
+
+
+@dataclass
+class Heading:
+    """A detected heading: where its node starts, its outline rank and its display title."""
+
+    start: int  # character offset of the marker; the heading's node starts here
+    title_end: int  # end of the heading text (marker + title) in the document
+    rank: float  # smaller is higher in the outline
+    title: str  # cleaned for display; "" for a numbered clause without a title
+    family: str = ""
+    path: tuple[int, ...] = ()
+    line_start: bool = True
+    has_body: bool = True  # prose follows before the next numbered heading (not a contents line)
+    label: str = ""  # the number of a numbered heading ("4.1", "ARTICLE IV")
+    first_subclause: bool = False  # "2.1" right after the title of "2. SUPPLY", on its line
+
+
+def word_set(text: str) -> frozenset[str]:
+    """A word list written as one string, the way it reads."""
+    return frozenset(text.split())
+
+
+_SMALL_WORDS = word_set("a an and as at by for in of on or the to with from into under upon its")
+
+
+def is_titleish(candidate: str, *, max_words: int, min_ratio: float = 0.75) -> bool:
+    """Short, and mostly capitalised words: a heading, not the first words of a sentence."""
+    words = re.findall(r"[^\W\d_][\w'\u2019-]*", candidate)
+    if not words or len(candidate.split()) > max_words or len(candidate) > 100:
+        return False
+    if not (candidate[0].isupper() or candidate[0].isdigit() or candidate[0] in "[(\"'\u201c"):
+        return False
+    content = [word for word in words if word.lower() not in _SMALL_WORDS]
+    if not content:
+        return False
+    capitalised = sum(1 for word in content if word[0].isupper())
+    return capitalised / len(content) >= min_ratio and words[-1].lower() not in _SMALL_WORDS - {"in", "on"}
+
+
+def clean_title(raw: str) -> str:
+    """A heading or title line without markup and edge punctuation, shortened for display."""
+    title = re.sub(r"[*_`#]+|\\$", " ", raw)
+    title = re.sub(r"\s+", " ", title).strip(" .:;,-\u2013\u2014[]")
+    return shorten(title, TITLE_CHARS)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at a word boundary, with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0] if " " in text[: limit - 1] else text[: limit - 1]
+    return cut.rstrip(" ,;:") + "\u2026"
