@@ -144,11 +144,7 @@ document.addEventListener("click", (event) => {
     // A selected node deep inside a closed branch is shown: its ancestors open.
     for (let up = selected && parentItem(selected); up; up = parentItem(up)) setOpen(up, true);
     (selected || shownItems(tree)[0]).tabIndex = 0;
-    // The selected node, where it can move, is dragged by its row (the link inside stays still).
-    if (selected && selected.hasAttribute("data-movable")) {
-      selected.querySelector(":scope > .node-row").draggable = true;
-      linkOf(selected).draggable = false;
-    }
+    setUpMoves(tree, selected);
     return selected;
   }
 
@@ -219,21 +215,45 @@ document.addEventListener("click", (event) => {
     if (row && !event.target.closest(".node-link")) linkOf(row.closest('[role="treeitem"]'))?.click();
   });
 
-  // -- Moving the selected node: drag it onto a highlighted place, or from the keyboard Ctrl+X
-  // (Cmd+X) on it, the arrow keys through the places, Enter to move it there, Escape to cancel.
-  // The places are the server's ([data-drop-target], the move menu's parents): the move's own
-  // rule, so every drop is one the move takes. A drop sends the edit panel's move form.
+  // -- Moving a node: drag it onto a highlighted place, or from the keyboard Ctrl+X (Cmd+X) on
+  // it, the arrow keys through the places, Enter to move it there, Escape to cancel. Its places
+  // come from the server (GET /v1/api/nodes/{id}/move-places; the selected node's are in the page
+  // already): the move's own rule, so every drop is one the move takes. A drop sends the outline's
+  // move form, and the moved node comes back selected.
   let moving = null;  // the item being moved, while a drag or a keyboard move lasts
+  let known = new Map();  // node id -> a promise of the ids of the items it can move into
   const say = (words) => { const live = document.getElementById("move-status"); if (live) live.textContent = words; };
-  const placesIn = (tree) => itemsOf(tree).filter((item) => item.hasAttribute("data-drop-target"));
-  const placeAt = (node) => node && node.closest && node.closest(".node-row")?.closest('[role="treeitem"][data-drop-target]');
+  const placesIn = (tree) => itemsOf(tree).filter((item) => item.classList.contains("drop-target"));
+  const placeAt = (node) => node && node.closest && node.closest(".node-row")?.closest('[role="treeitem"].drop-target');
+  const isRoot = (item) => !parentItem(item);
 
+  function placesOf(item) {
+    const tree = treeOf(item);
+    if (!known.has(item.id)) {
+      const url = tree.dataset.movePlaces.replace("/0/", `/${item.id.replace("node-", "")}/`);
+      known.set(item.id, fetch(url, { headers: { Accept: "application/json" } })
+        .then((answer) => (answer.ok ? answer.json() : { places: [] }))
+        .then((body) => body.places.map((place) => `node-${place.parent}`))
+        .catch(() => []));
+    }
+    return known.get(item.id);
+  }
+
+  // Marks the places (opening the branches they sit in); resolves to them, [] if none.
   function startMove(item) {
     const tree = treeOf(item);
     moving = item;
     tree.classList.add("moving");
     item.classList.add("move-source");
-    for (const place of placesIn(tree)) for (let up = parentItem(place); up; up = parentItem(up)) setOpen(up, true);
+    return placesOf(item).then((ids) => {
+      if (moving !== item) return [];
+      const places = ids.map((id) => document.getElementById(id)).filter(Boolean);
+      for (const place of places) {
+        place.classList.add("drop-target");
+        for (let up = parentItem(place); up; up = parentItem(up)) setOpen(up, true);
+      }
+      return places;
+    });
   }
 
   function endMove() {
@@ -241,24 +261,45 @@ document.addEventListener("click", (event) => {
     const tree = treeOf(moving);
     if (tree) {
       tree.classList.remove("moving");
-      for (const item of tree.querySelectorAll(".move-source, .drop-over")) item.classList.remove("move-source", "drop-over");
+      for (const item of tree.querySelectorAll(".move-source, .drop-target, .drop-over")) {
+        item.classList.remove("move-source", "drop-target", "drop-over");
+      }
     }
     moving = null;
   }
 
   function dropOn(place) {
-    const select = document.getElementById("move-parent");
-    const id = place.id.replace("node-", "");
+    const form = document.getElementById("outline-move");
+    if (!form || !moving) return endMove();
+    form.elements.node.value = moving.id.replace("node-", "");
+    form.elements.parent.value = place.id.replace("node-", "");
+    say(`Moving “${labelOf(moving)}” into “${labelOf(place)}”.`);
     endMove();
-    if (!select || ![...select.options].some((option) => option.value === id)) return;
-    select.value = id;
-    say(`Moving to ${select.selectedOptions[0].textContent}.`);
-    select.form.requestSubmit();
+    form.requestSubmit();
   }
 
-  document.addEventListener("dragstart", (event) => {
+  function setUpMoves(tree, selected) {
+    known = new Map();  // the tree changed: every node's places may have too
+    if (selected) {
+      const ids = itemsOf(tree).filter((item) => item.hasAttribute("data-drop-target")).map((item) => item.id);
+      known.set(selected.id, Promise.resolve(ids));
+    }
+    for (const item of itemsOf(tree)) {
+      if (isRoot(item)) continue;
+      item.querySelector(":scope > .node-row").draggable = true;
+      linkOf(item).draggable = false;  // the row is dragged, not the link's address
+    }
+  }
+
+  // Asked for as the pointer goes down, so the places are there by the time the drag starts.
+  document.addEventListener("pointerdown", (event) => {
     const item = event.target.closest && event.target.closest('.outline [role="treeitem"]');
-    if (!item || !item.hasAttribute("data-movable")) return;
+    if (item && !isRoot(item)) placesOf(item);
+  });
+  document.addEventListener("dragstart", (event) => {
+    const row = event.target.closest && event.target.closest(".outline .node-row");
+    const item = row && row.closest('[role="treeitem"]');
+    if (!item || isRoot(item)) return;
     event.dataTransfer.effectAllowed = "move";
     event.dataTransfer.setData("text/plain", labelOf(item));
     startMove(item);
@@ -290,17 +331,17 @@ document.addEventListener("click", (event) => {
     const cut = (event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "x";
     if (!moving && cut) {
       event.preventDefault();
-      if (!item.hasAttribute("data-movable")) {
-        say(item.getAttribute("aria-selected") === "true"
-          ? "This node has no other place that keeps the text in order."
-          : "Select the node first (Enter), then press Ctrl+X on it to move it.");
-        return;
-      }
-      startMove(item);
-      const places = placesIn(treeOf(item));
-      moveTo(places[0]);
-      say(`Moving “${labelOf(item)}”: ${places.length} place${places.length === 1 ? "" : "s"} it can go, highlighted. ` +
-        "Up and Down go through them, Enter moves it there, Escape cancels.");
+      if (isRoot(item)) return say("The root cannot move: it is the whole document.");
+      startMove(item).then((places) => {
+        if (moving !== item) return;
+        if (!places.length) {
+          endMove();
+          return say(`“${labelOf(item)}” has no other place that keeps the text in order.`);
+        }
+        moveTo(places[0]);
+        say(`Moving “${labelOf(item)}”: ${places.length} place${places.length === 1 ? "" : "s"} it can go, highlighted. ` +
+          "Up and Down go through them, Enter moves it there, Escape cancels.");
+      });
       return;
     }
     if (!moving) return;

@@ -91,32 +91,37 @@ def test_a_node_dragged_onto_a_highlighted_place_moves_there(
     signed_in: Page, live_server: Any, contract: Document
 ) -> None:
     page = signed_in
+    _open(page, live_server, contract)  # nothing selected: any node can be dragged
     clause = _node(contract, "2.1 Supply clause 1")
-    _open(page, live_server, contract, clause)
     row = page.locator(f"#node-{clause} > .node-row")
     expect(row).to_have_attribute("draggable", "true")
+    root = page.locator(f"#node-{_node(contract, 'Supply agreement')} > .node-row")
+    assert root.get_attribute("draggable") != "true", "the root is the whole document: it stays"
 
     row.hover()
     page.mouse.down()
-    # Over a clause it cannot go into: nothing to drop on. Then over the section before its own.
-    page.mouse.move(*_centre(page, "1.1 Definitions clause 1", contract), steps=5)
-    expect(page.locator(".tree .drop-over")).to_have_count(0)
-    page.mouse.move(*_centre(page, "Definitions", contract), steps=5)
-    highlighted = page.locator(".tree.moving [data-drop-target]")
+    page.mouse.move(*_centre(page, "2.2 Supply clause 2", contract), steps=5)  # the drag starts
+    # Only the places the move takes light up (the move's own rule, from the server).
+    highlighted = page.locator(".tree.moving .drop-target")
+    expect(highlighted).to_have_count(4)
     ids = [
         f"node-{_node(contract, title)}"
         for title in ("Supply agreement", "Definitions", "1.3 Definitions clause 3", "2.2 Supply clause 2")
     ]
     assert [item.get_attribute("id") for item in highlighted.all()] == ids
-    expect(page.locator(f"#node-{_node(contract, 'Definitions')}")).to_have_class(
-        "node node-section drop-over"
-    )
+    # Over a clause it cannot go into: nothing to drop on. Then over the section before its own.
+    page.mouse.move(*_centre(page, "1.1 Definitions clause 1", contract), steps=5)
+    expect(page.locator(".tree .drop-over")).to_have_count(0)
+    page.mouse.move(*_centre(page, "Definitions", contract), steps=5)
+    expect(page.locator(f"#node-{_node(contract, 'Definitions')}")).to_contain_class("drop-over")
+    screenshot(page, "document-move-outline")
     page.mouse.up()
 
     expect(page.get_by_text("Moved.")).to_be_visible()
     assert _place_of(contract, "2.1 Supply clause 1") == ("Definitions", 3, "subsection")
     _leaves_partition_the_text(contract)
     expect(page.locator(".tree.moving")).to_have_count(0)
+    expect(page.locator("#selected-heading")).to_have_text("2.1 Supply clause 1")  # the moved node
 
 
 def test_a_node_moves_from_the_keyboard_in_the_outline(
@@ -148,9 +153,18 @@ def test_a_node_moves_from_the_keyboard_in_the_outline(
     page.keyboard.press("Control+x")
     page.keyboard.press("ArrowDown")
     assert page.evaluate("document.activeElement.id") == f"node-{_node(contract, 'Definitions')}"
-    screenshot(page, "document-move-outline")
     page.keyboard.press("Enter")
     expect(page.get_by_text("Moved.")).to_be_visible()
     assert _place_of(contract, "2.1 Supply clause 1") == ("Definitions", 3, "subsection")
     _leaves_partition_the_text(contract)
     assert page.evaluate("document.activeElement.id") == f"node-{clause}", "focus stays on the moved node"
+
+    # Any node, not only the selected one: its places are asked of the server (the same rule).
+    other = _node(contract, "3.1 Prices clause 1")
+    page.locator(f"#node-{other}").focus()
+    page.keyboard.press("Control+x")
+    expect(status).to_contain_text("Moving “3.1 prices clause 1”: 4 places it can go")
+    page.keyboard.press("Escape")
+    page.locator(f"#node-{_node(contract, 'Supply agreement')}").focus()
+    page.keyboard.press("Control+x")
+    expect(status).to_have_text("The root cannot move: it is the whole document.")
