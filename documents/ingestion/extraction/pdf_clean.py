@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from documents.ingestion.extraction.assemble import Block
-from documents.ingestion.extraction.pdf_layout import OutlineEntry, PdfPage, TextLine
+from documents.ingestion.extraction.pdf_layout import PdfBookmark, PdfPage, TextLine
 
 # A running header or footer is among the first or last few lines of a page.
 _ZONE_LINES = 5
@@ -105,7 +105,7 @@ class Line:
     new_paragraph: bool = False
 
 
-def clean_pages(pages: Sequence[PdfPage], outline: Sequence[OutlineEntry]) -> list[Block]:
+def clean_pages(pages: Sequence[PdfPage], outline: Sequence[PdfBookmark]) -> list[Block]:
     """The document's blocks, page by page, cleaned."""
     kept = _drop_running_lines(pages)
     per_page = [
@@ -212,7 +212,7 @@ def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
-def _mark_outline(per_page: list[list[Line]], outline: Sequence[OutlineEntry]) -> None:
+def _mark_outline(per_page: list[list[Line]], outline: Sequence[PdfBookmark]) -> None:
     """Each bookmark titles the line it names on its page (nearest to where it points); one that
     names no line there is written as a heading line of its own where it points."""
     for entry in outline:

@@ -203,7 +203,7 @@ def _read_columns(lines: list[list[Segment]], gutter: tuple[float, float]) -> li
 
 
 @dataclass(frozen=True, slots=True)
-class OutlineEntry:
+class PdfBookmark:
     """A bookmark of the PDF's outline."""
 
     level: int  # 0 = top
@@ -224,4 +224,4 @@ class PdfLayout:
     """What a PDF reader yields: every page's lines, and the outline."""
 
     pages: list[PdfPage]
-    outline: list[OutlineEntry]
+    outline: list[PdfBookmark]

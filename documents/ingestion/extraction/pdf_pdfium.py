@@ -18,7 +18,7 @@ import pypdfium2.raw as pdfium_c
 from documents.ingestion.extraction.assemble import clean_line
 from documents.ingestion.extraction.model import Deadline, ExtractionError, ExtractionLimits, Progress
 from documents.ingestion.extraction.pdf_layout import (
-    OutlineEntry,
+    PdfBookmark,
     PdfLayout,
     PdfPage,
     Segment,
@@ -218,8 +218,8 @@ def _is_bold(raw: object, index: int) -> bool:
     return weight >= 600 or bool(flags.value & _FORCE_BOLD) or any(word in name for word in _BOLD_NAMES)
 
 
-def _outline(document: pdfium.PdfDocument, pages: int) -> list[OutlineEntry]:
-    entries: list[OutlineEntry] = []
+def _outline(document: pdfium.PdfDocument, pages: int) -> list[PdfBookmark]:
+    entries: list[PdfBookmark] = []
     for bookmark in document.get_toc(max_depth=6):
         if len(entries) >= _MAX_OUTLINE:
             break
@@ -234,5 +234,5 @@ def _outline(document: pdfium.PdfDocument, pages: int) -> list[OutlineEntry]:
             y = float(position[1])
         elif mode in (pdfium_c.PDFDEST_VIEW_FITH, pdfium_c.PDFDEST_VIEW_FITBH) and position:
             y = float(position[0])
-        entries.append(OutlineEntry(bookmark.level, title, index, y))
+        entries.append(PdfBookmark(bookmark.level, title, index, y))
     return entries
