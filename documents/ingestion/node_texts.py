@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from documents.ingestion.heading_titles import TITLE_CHARS, Heading, clean_title, shorten, word_set
-from documents.ingestion.prose import is_address_phrase, not_prose, without_addresses
+from documents.ingestion.prose import before_address, is_address_phrase, not_prose, without_addresses
 
 
 @dataclass
@@ -117,8 +117,13 @@ class NodeTexts:
             " ".join(_MARKUP.sub(" ", text[unit.start : unit.end]).split()) for unit in builder.units
         ]
         self.footprints = [_footprint(sentence) for sentence in self.plain]
-        # Addresses, price and table rows and bracket debris are no title or summary material.
+        # Addresses, price and table rows and bracket debris are no title or summary material;
+        # a long sentence that ends in an address is quoted up to it.
         self.prose = [not flag for flag in not_prose(self.plain)]
+        self.quotable = [
+            sentence if prose else before_address(sentence)
+            for sentence, prose in zip(self.plain, self.prose, strict=True)
+        ]
         self.leaf_firsts: list[int] = []
         self._leaf_counts: list[Counter[str]] | None = None
         self._surface: dict[str, str] = {}
@@ -192,12 +197,14 @@ class NodeTexts:
             index
             for index in range(draft.first, draft.last)
             if not units[index].heading_only
-            and self.prose[index]
-            and self.plain[index].count(" ") >= 3
+            and self.quotable[index].count(" ") >= 3
             and self.footprints[index] not in self._repeated
         ]
         if not candidates:
-            return _shorten_words(self._plain(draft.first, draft.last), _SUMMARY_WORDS)
+            # Short lines only: quote them, but never a price list or an address block (then the
+            # summary is the title).
+            prose = [self.plain[index] for index in range(draft.first, draft.last) if self.prose[index]]
+            return _shorten_words(" ".join(sentence for sentence in prose if sentence), _SUMMARY_WORDS)
         leaf_vectors = np.stack([self.builder.mean_vector(leaf) for leaf in _leaves_of(draft)])
         centroid = leaf_vectors.mean(axis=0)
         scores = self.builder.vectors[candidates] @ centroid
@@ -205,14 +212,14 @@ class NodeTexts:
         words = 0
         for position in np.argsort(-scores, kind="stable"):
             index = candidates[int(position)]
-            length = self.plain[index].count(" ") + 1
+            length = self.quotable[index].count(" ") + 1
             if chosen and words + length > _SUMMARY_WORDS:
                 continue
             chosen.append(index)
             words += length
             if len(chosen) >= _SUMMARY_SENTENCES or words >= _SUMMARY_WORDS * 2 // 3:
                 break
-        summary = " ".join(self.plain[index] for index in sorted(chosen))
+        summary = " ".join(self.quotable[index] for index in sorted(chosen))
         return _shorten_words(summary, _SUMMARY_WORDS)
 
     def _repeated_lines(self) -> set[str]:

@@ -19,7 +19,7 @@ _ADDRESS_SIGNALS = (
         r"|Boulevard|Blvd|Lane|Ln|Parkway|Pkwy|Place|Pl|Way|Court|Ct|Plaza|Highway|Hwy|Route|Circle"
         r"|Square|Terrace)\b"
     ),
-    re.compile(r"\b(?:Suite|Ste\.?|Floor|Fl\.|P\.\s?O\.\s?Box|PO Box)\s*#?\d"),
+    re.compile(r"\b(?:Suite|Ste\.?|Floor|Fl\.|P\.?\s?O\.?\s?Box)\s*#?\d"),
     re.compile(r"\b[A-Z][A-Za-z]+,?\s+\d{5}(?:-\d{4})?\b"),
     re.compile(r"\b[A-Z]{1,2}\d[A-Z\d]?\s\d[A-Z]{2}\b"),  # a British postcode ("W1S 4JL")
     re.compile(r"(?i)\b(?:attention|attn|facsimile|fax|telephone|tel|phone|e-?mail)\s*[:.]"),
@@ -35,6 +35,11 @@ _MIN_WORD_SHARE = 0.6
 # A line with one address signal is an address when it is this short (an address block line);
 # a longer sentence that mentions an address in passing is prose.
 _ADDRESS_LINE_WORDS = 8
+# A sentence this long that holds a whole address ("Each notice ... shall be sent to the address
+# below: ...") is quoted by a summary up to the address (``before_address``), when this many
+# words come before it.
+_PROSE_WORDS = 40
+_WORDS_BEFORE_ADDRESS = 12
 # The filing notice atop a redacted contract ("[***] Certain information in this document has
 # been excluded pursuant to Regulation S-K ... would likely cause competitive harm").
 _REDACTION_NOTICE = re.compile(
@@ -72,6 +77,23 @@ def without_addresses(sentence: str) -> str:
     return sentence
 
 
+def before_address(sentence: str) -> str:
+    """The part of a long sentence before the whole address it holds, with an ellipsis ("Each
+    notice shall be given in writing ... at the following address…"); "" when the sentence is
+    short, holds no whole address, is a table row or a redaction notice, or the address comes
+    within its first words."""
+    if (
+        len(sentence.split()) <= _PROSE_WORDS
+        or _address_signals(sentence) < 2
+        or _is_row(sentence)
+        or _REDACTION_NOTICE.search(sentence)
+    ):
+        return ""
+    first = min(found.start() for pattern in _ADDRESS_SIGNALS if (found := pattern.search(sentence)))
+    before = sentence[:first].rstrip(" ,;:(")
+    return before + "\u2026" if len(before.split()) >= _WORDS_BEFORE_ADDRESS else ""
+
+
 def is_address_phrase(phrase: str) -> bool:
     """ "place of business", "principal office": phrases that only introduce an address."""
     return bool(_ADDRESS_PHRASE.search(phrase))
@@ -86,8 +108,12 @@ def _is_row(sentence: str) -> bool:
 
 
 def _is_address(sentence: str) -> bool:
-    signals = sum(len(pattern.findall(sentence)) for pattern in _ADDRESS_SIGNALS)
+    signals = _address_signals(sentence)
     return signals >= 2 or (signals == 1 and len(sentence.split()) <= _ADDRESS_LINE_WORDS)
+
+
+def _address_signals(sentence: str) -> int:
+    return sum(len(pattern.findall(sentence)) for pattern in _ADDRESS_SIGNALS)
 
 
 def _is_header(sentence: str) -> bool:

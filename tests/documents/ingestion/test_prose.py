@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from documents.ingestion.prose import is_address_phrase, not_prose, without_addresses
+from documents.ingestion.prose import before_address, is_address_phrase, not_prose, without_addresses
 
 
 @pytest.mark.parametrize(
@@ -65,3 +65,17 @@ def test_phrases_that_lead_up_to_an_address_are_address_phrases() -> None:
     assert is_address_phrase("principal office")
     assert not is_address_phrase("business days")
     assert not is_address_phrase("place of delivery")
+
+
+def test_a_long_sentence_ending_in_an_address_is_quoted_up_to_it() -> None:
+    notice = (
+        "Each notice required by this Agreement shall be given in writing and delivered personally "
+        "or mailed by certified mail or courier service to the other party at the following address "
+        "or such address as each party may give notice to the other: If to the Trust: Address: The "
+        "Victory Portfolios 3435 Stelzer Road Columbus OH 43219 Attention: President"
+    )
+    assert not_prose([notice]) == [True]  # no phrase is built from it
+    assert before_address(notice) == notice[: notice.index(" 3435")] + "\u2026"
+    # Short, with no whole address, or the address within its first words: nothing to quote.
+    assert before_address("If to Supplier: 1000 Valley Drive Suite 200 Wayne, NJ 07470") == ""
+    assert before_address("Supplier shall deliver the Products to the Facility within thirty days.") == ""
