@@ -305,11 +305,12 @@ document.addEventListener("click", (event) => {
     startMove(item);
   });
   document.addEventListener("dragover", (event) => {
-    const place = moving && placeAt(event.target);
-    if (!place) return;
+    if (!moving) return;
+    const place = placeAt(event.target);
+    for (const other of treeOf(moving).querySelectorAll(".drop-over")) if (other !== place) other.classList.remove("drop-over");
+    if (!place) return;  // not a place: no drop here, nothing marked
     event.preventDefault();
     event.dataTransfer.dropEffect = "move";
-    for (const other of treeOf(place).querySelectorAll(".drop-over")) if (other !== place) other.classList.remove("drop-over");
     place.classList.add("drop-over");
   });
   document.addEventListener("drop", (event) => {

@@ -11,6 +11,7 @@ from playwright.sync_api import Page, expect
 
 from documents.models import Document, Node
 from tests.browser import test_outline
+from tests.browser.axe import axe_check
 from tests.browser.conftest import screenshot
 from tests.browser.test_outline import _node, _open
 
@@ -153,6 +154,9 @@ def test_a_node_moves_from_the_keyboard_in_the_outline(
     page.keyboard.press("Control+x")
     page.keyboard.press("ArrowDown")
     assert page.evaluate("document.activeElement.id") == f"node-{_node(contract, 'Definitions')}"
+    found: list[str] = []
+    axe_check(page, "moving a node", found)  # the places marked, one focused: still accessible
+    assert not found, "\n".join(found)
     page.keyboard.press("Enter")
     expect(page.get_by_text("Moved.")).to_be_visible()
     assert _place_of(contract, "2.1 Supply clause 1") == ("Definitions", 3, "subsection")
