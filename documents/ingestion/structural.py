@@ -226,13 +226,21 @@ class StructuralTreeBuilder:
         if not node.children:
             return
         small = self.params.min_leaf_tokens
-        if self._tokens(node.first, node.children[0].first) < small:
+        if self._tokens(node.first, node.children[0].first) < small and not self._only_titles(
+            node.first, node.children[0].first
+        ):
             node.children[0].first = node.first
         for before, after in zip(node.children, node.children[1:], strict=False):
             if self._tokens(before.last, after.first) < small:
                 after.first = before.last
         if self._tokens(node.children[-1].last, node.last) < small:
             node.children[-1].last = node.last
+
+    def _only_titles(self, first: int, last: int) -> bool:
+        """Nothing but the document's title line(s) (a PDF's "# Supply Agreement"): they stand
+        as a preamble of their own instead of opening the first section's first passage."""
+        units = self.units[first:last]
+        return bool(units) and all(unit.heading_only and unit.heading is None for unit in units)
 
     def _deserves_node(self, node: _Outline) -> bool:
         """Titled top-level headings always make sections (the table of contents an LLM reads);

@@ -447,3 +447,22 @@ def test_inline_heading_detection_avoids_references_amounts_and_dates() -> None:
     check_tree(root, text)
     titles = [section.title for section in _sections(root)]
     assert titles == ["1. Definitions", "2. Payment", "3. Term", "4. Notices"]
+
+
+def test_a_title_line_above_the_first_section_is_a_preamble_of_its_own() -> None:
+    """A PDF's title ("# Supply Agreement", from its font) right above "## 1. Definitions" is the
+    root's title and a passage of its own, not the opening of section 1's first passage."""
+    clauses = " ".join(
+        f"The supplier shall deliver lot {n} to the buyer's warehouse on time." for n in range(6)
+    )
+    text = (
+        "# Supply Agreement\n\n"
+        + "".join(f"## {n}. {name}\n\n{clauses}\n\n" for n, name in enumerate(("Definitions", "Delivery"), 1))
+    ).rstrip() + "\n"
+    root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens)
+    _assert_sound(root, text)
+    assert root.title == "Supply Agreement"
+    preamble, *sections = root.children
+    assert text[preamble.start_char : preamble.end_char].strip() == "# Supply Agreement"
+    assert [section.title for section in sections] == ["1. Definitions", "2. Delivery"]
+    assert text[sections[0].start_char :].startswith("## 1. Definitions")
