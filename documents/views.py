@@ -5,6 +5,7 @@ and form also works without JavaScript."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib import messages
@@ -15,13 +16,15 @@ from django.http import FileResponse, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
 from documents import selectors
 from documents.files import original_response
 from documents.forms import UploadForm
 from documents.history_words import edit_words_of
-from documents.models import Document, IngestionJob
+from documents.models import FILE_FORMATS, Document, IngestionJob
 from documents.page_views import node_page_views, page_image_path
 from documents.progress_words import progress_words
 from documents.services import nodes
@@ -229,7 +232,10 @@ def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpRe
     tree = selectors.document_tree(document=document)
     flat = {node["id"]: node for node in _walk(tree)}
     for node in flat.values():
-        node["label"] = node["title"] or _opening(document.content[node["start_char"] : node["end_char"]])
+        opening = document.content[node["start_char"] : node["end_char"]]
+        if document.format in FILE_FORMATS:  # its heading lines read without their "## "
+            opening = _HEADING_LINE.sub(r"\2", opening)
+        node["label"] = node["title"] or _opening(opening)
     # Nothing is selected until the person picks a node: the page opens on the plain text.
     selected = flat.get(node_id or -1)
     move_places = _move_places(document, flat, selected)
@@ -251,7 +257,7 @@ def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpRe
             if selected
             else []
         ),
-        **_text_around(document.content, selected),
+        **_text_around(document.content, selected, headings=document.format in FILE_FORMATS),
     }
     template = "documents/detail.html#document-layout" if request.htmx else "documents/detail.html"
     return render(request, template, context)
@@ -305,12 +311,45 @@ def _opening(text: str, words: int = 10) -> str:
     return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
-def _text_around(text: str, node: dict[str, Any] | None) -> dict[str, str]:
-    """The document text split around the selected node's exact span."""
-    if node is None:
-        return {"text_before": text, "text_selected": "", "text_after": ""}
-    start, end = node["start_char"], node["end_char"]
-    return {"text_before": text[:start], "text_selected": text[start:end], "text_after": text[end:]}
+def _text_around(text: str, node: dict[str, Any] | None, *, headings: bool = False) -> dict[str, str]:
+    """The document text split around the selected node's exact span.
+
+    ``headings``: the text was extracted from a file, which writes its headings as markdown
+    lines ("## 4. Payment") for the tree builders: each shows as a heading, its "## " hidden
+    but still in the page, so that every offset the page's scripts count (the split point, the
+    answer's marks) is still one of the stored text."""
+    start, end = (node["start_char"], node["end_char"]) if node is not None else (len(text), len(text))
+    if not headings:
+        return {"text_before": text[:start], "text_selected": text[start:end], "text_after": text[end:]}
+    lines = [(m.start(1), m.end(1), m.end(2)) for m in _HEADING_LINE.finditer(text)]
+    return {
+        "text_before": _with_headings(text, 0, start, lines),
+        "text_selected": _with_headings(text, start, end, lines),
+        "text_after": _with_headings(text, end, len(text), lines),
+    }
+
+
+_HEADING_LINE = re.compile(r"^(#{1,6} )(?=\S)(.*)$", re.MULTILINE)
+
+
+def _with_headings(text: str, low: int, high: int, lines: list[tuple[int, int, int]]) -> str:
+    """``text[low:high]`` as HTML: each heading line's marks hidden, its title strong."""
+    parts: list[str] = []
+    at = low
+    for mark_start, title_start, line_end in lines:
+        if line_end <= low or mark_start >= high:
+            continue
+        for tag, (start, end) in (
+            ('span class="heading-mark" aria-hidden="true"', (mark_start, title_start)),
+            ('strong class="heading-line"', (title_start, line_end)),
+        ):
+            start, end = max(start, at), min(end, high)
+            if start < end:
+                name = tag.split(" ", 1)[0]
+                parts += [escape(text[at:start]), f"<{tag}>", escape(text[start:end]), f"</{name}>"]
+                at = end
+    parts.append(escape(text[at:high]))
+    return mark_safe("".join(parts))  # every piece of the text was escaped above
 
 
 # -- tree edits ----------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,37 @@ def test_a_selected_node_is_shown_on_its_page_with_its_lines_marked(
     with django_capture_on_commit_callbacks(execute=True):
         document_delete(document=document)
     assert not list((file_storage.parent / "page-images").rglob("*.png")), "its pages go with it"
+
+
+def test_the_text_panel_shows_a_files_headings_without_their_marks(file_storage: Path) -> None:
+    owner = UserFactory.create()
+    document = _indexed_pdf(owner, files.report_pdf(pages=2))
+    assert "\n## 2. Delivery of Goods\n" in document.content  # what the tree builders read
+    node = Node.objects.get(document=document, title="2. Delivery of Goods")
+    page = _signed_in(owner).get(f"{reverse('documents:detail', args=[document.pk])}?node={node.pk}")
+    html = page.content.decode()
+    panel = re.search(r'<div class="document-text"[^>]*>(.*?)</div>', html, re.DOTALL)
+    assert panel is not None
+    # Shown as a heading, its "## " in the page but hidden...
+    assert (
+        '<span class="heading-mark" aria-hidden="true">## </span>'
+        '<strong class="heading-line">2. Delivery of Goods</strong>'
+    ) in panel.group(1)
+    shown = re.sub(r'<span class="heading-mark"[^>]*>.*?</span>', "", panel.group(1))
+    assert not re.search(r"^#+ ", unescape(re.sub(r"<[^>]+>", "", shown)), re.MULTILINE)
+    # ...so the panel's text is the stored text, character for character: the offsets the page's
+    # scripts count (the split point, an answer's marks) are the document's.
+    assert unescape(re.sub(r"<[^>]+>", "", panel.group(1))) == document.content
+    selected = re.search(r'<mark id="selected-text"[^>]*>(.*?)</mark>', panel.group(1), re.DOTALL)
+    assert selected is not None
+    assert (
+        unescape(re.sub(r"<[^>]+>", "", selected.group(1)))
+        == document.content[node.start_char : node.end_char]
+    )
+    # An untitled passage in the outline is named by its opening words, without the marks.
+    leaf = Node.objects.get(document=document, parent=node)
+    assert not leaf.title and "2. Delivery of Goods The supplier" in html
+    assert "## 2. Delivery of Goods The supplier" not in html
 
 
 def test_pages_and_the_original_are_only_for_those_who_may_see_the_document(file_storage: Path) -> None:
