@@ -1,6 +1,6 @@
 """`python -m fable_benchmarks bench-cost`: what the LLM paths cost in tokens, measured over real HTTP.
 
-The product's LLM client is pointed at a scripted model (``fable_benchmarks.scripted_llm``) that speaks
+The product's LLM client is pointed at a scripted model (``fable_benchmarks.fake_llm``) that speaks
 OpenAI's chat-completions protocol on 127.0.0.1 and answers every prompt validly, with outputs of
 the size a competent model writes. Each run uses a model name of its own, so no answer cached by
 an earlier run is reused; the LLM cache rows it wrote are deleted at the end, with its throw-away
@@ -49,8 +49,8 @@ from documents.services.documents import (
 from documents.services.jobs import JobRun, job_run_now
 from fable_benchmarks import BenchInputError
 from fable_benchmarks.datasets import read_documents
+from fable_benchmarks.fake_llm.model import FableModelServer, ServedCall
 from fable_benchmarks.latency import generate_corpus
-from fable_benchmarks.scripted_llm import ScriptedLLMServer, ServedCall
 from openfable.llm import LLMClient, LLMConfig
 from openfable.models import LLMCacheEntry
 from retrieval.result import LLM_NAVIGATE, LLM_SELECT
@@ -104,7 +104,7 @@ def bench_cost(
         "budget": budget,
         "target_query_input_tokens": TARGET_QUERY_INPUT_TOKENS,
     }
-    with ScriptedLLMServer(model=model, keep_requests=True) as server, _llm_pointed_at(server, model):
+    with FableModelServer(model=model) as server, _llm_pointed_at(server, model):
         report["context_window"] = LLMClient.from_settings().context_window()
         try:
             embedder = HashEmbedder(int(settings.EMBEDDING_DIMENSIONS))
@@ -131,7 +131,7 @@ def bench_cost(
 
 
 @contextmanager
-def _llm_pointed_at(server: ScriptedLLMServer, model: str) -> Iterator[None]:
+def _llm_pointed_at(server: FableModelServer, model: str) -> Iterator[None]:
     with override_settings(LLM_MODEL=model, LLM_BASE_URL=server.base_url, LLM_API_KEY=""):
         yield
 
@@ -140,7 +140,7 @@ def _llm_pointed_at(server: ScriptedLLMServer, model: str) -> Iterator[None]:
 
 
 def _ingestion_costs(
-    path: Path, *, limit: int, embedder: HashEmbedder, server: ScriptedLLMServer, say: Log
+    path: Path, *, limit: int, embedder: HashEmbedder, server: FableModelServer, say: Log
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     items = read_documents(path, limit)
     collection = collection_create(name=f"{COST_MARK} {path.stem} {uuid.uuid4().hex[:6]}")
@@ -172,7 +172,7 @@ def _ingestion_costs(
 
 
 def _run_job(
-    document_id: int, *, embedder: HashEmbedder, server: ScriptedLLMServer
+    document_id: int, *, embedder: HashEmbedder, server: FableModelServer
 ) -> tuple[JobRun, list[ServedCall]]:
     mark = server.call_count()
     run = job_run_now(document_id=document_id, embedder=embedder)
@@ -233,7 +233,7 @@ def _query_costs(
     queries: int,
     budget: int,
     nodes_per_document: int,
-    server: ScriptedLLMServer,
+    server: FableModelServer,
     rng: np.random.Generator,
     say: Log,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -333,13 +333,13 @@ def _scope_row(size: int, measured: list[dict[str, Any]]) -> dict[str, Any]:
 # -- cleanup -------------------------------------------------------------------------------------
 
 
-def _forget_answers(server: ScriptedLLMServer, model: str) -> int:
+def _forget_answers(server: FableModelServer, model: str) -> int:
     """Delete the LLM cache rows this run wrote: their keys are recomputed from the requests the
     server received, the way the client computed them (model, messages, schema)."""
     client = LLMClient(LLMConfig(model=model, base_url=server.base_url))
     keys = {
         client.cache_key(request["messages"], request["response_format"]["json_schema"]["schema"])
-        for request in server.requests
+        for request in server.chat_requests
         if (request.get("response_format") or {}).get("type") == "json_schema"
     }
     ordered = sorted(keys)

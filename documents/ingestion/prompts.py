@@ -22,6 +22,14 @@ from documents.ingestion.tree_schema import MARKERS_JSON_SCHEMA, ROOT_JSON_SCHEM
 Message = dict[str, str]
 
 DOCUMENT_TAG = "untrusted_document"
+# The lines and phrases prompts are written with, by name: a fake model (fable_benchmarks/fake_llm)
+# reads prompts with these same templates, so wording changed here is read the same way there.
+CHUNK_SIZE_PHRASE = "one coherent unit of about {words} words"
+CHUNK_LINE = "#{index} ({words} words): {excerpt}"
+TITLE_LINE = "Document title: {title}"
+PART_LINE = "Part {number}: {title}"
+PART_SUMMARY_LINE = "  Summary: {summary}"
+RETRY_LINE = "Your previous answer was invalid because: {error}"
 _MIN_EXCERPT_CHARS = 80
 _MAX_FEEDBACK_ANSWER_CHARS = 20_000
 
@@ -58,8 +66,8 @@ def chunking_messages(
     )
     instructions = (
         "Split the document below into chunks at discourse boundaries: headings, numbered clauses, "
-        "paragraphs or topic shifts. Each chunk should be one coherent unit of about "
-        f"{target_chunk_words} words (between {target_chunk_words // 2} and {target_chunk_words * 2}); "
+        f"paragraphs or topic shifts. Each chunk should be {CHUNK_SIZE_PHRASE.format(words=target_chunk_words)} "
+        f"(between {target_chunk_words // 2} and {target_chunk_words * 2}); "
         "a heading starts the chunk it introduces.\n"
         f"For every chunk, in document order, give its marker: its first {max(3, marker_words - 3)}-"
         f"{marker_words} words copied exactly as they appear (same spelling, capitalisation, "
@@ -120,7 +128,7 @@ def feedback_messages(messages: Sequence[Message], *, answer: str, error: str) -
     if len(answer) > _MAX_FEEDBACK_ANSWER_CHARS:
         answer = answer[:_MAX_FEEDBACK_ANSWER_CHARS] + "\n[... answer truncated ...]"
     retry = (
-        f"Your previous answer was invalid because: {error}\n"
+        f"{RETRY_LINE.format(error=error)}\n"
         "Reply again with the complete, corrected JSON only, following all the rules above."
     )
     return [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": retry}]
@@ -135,10 +143,10 @@ def merge_messages(
     """Ask for a root title and summary from the parts' ``(title, summary)`` pairs (``ROOT_JSON_SCHEMA``)."""
     if not parts:
         raise ValueError("a merge prompt needs at least one part")
-    lines = [f"Document title: {_one_line(document_title)}"] if document_title else []
+    lines = [TITLE_LINE.format(title=_one_line(document_title))] if document_title else []
     for number, (title, summary) in enumerate(parts, start=1):
-        lines.append(f"Part {number}: {_one_line(title)}")
-        lines.append(f"  Summary: {_shorten(_one_line(summary), max_summary_chars)}")
+        lines.append(PART_LINE.format(number=number, title=_one_line(title)))
+        lines.append(PART_SUMMARY_LINE.format(summary=_shorten(_one_line(summary), max_summary_chars)))
     instructions = (
         f"A long document was split into {len(parts)} consecutive parts; the titles and summaries of "
         "the parts are below, in order. Write the title of the whole document (a short table-of-contents "
@@ -163,13 +171,13 @@ def _chunk_listing(
 ) -> str:
     # Share the character budget evenly, with a floor so every chunk stays recognisable.
     per_chunk = max(_MIN_EXCERPT_CHARS, max_listing_chars // len(chunks))
-    lines = [f"Document title: {_one_line(document_title)}"] if document_title else []
+    lines = [TITLE_LINE.format(title=_one_line(document_title))] if document_title else []
     for index, (start, end) in enumerate(chunks):
         words = text[start:end].split()
         excerpt = " ".join(words[:excerpt_words])
         if len(words) > excerpt_words:
             excerpt += " \u2026"
-        lines.append(f"#{index} ({len(words)} words): {_shorten(excerpt, per_chunk)}")
+        lines.append(CHUNK_LINE.format(index=index, words=len(words), excerpt=_shorten(excerpt, per_chunk)))
     return "\n".join(lines)
 
 

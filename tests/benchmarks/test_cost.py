@@ -14,8 +14,8 @@ from documents.ingestion.boundaries import chunk_spans, locate_markers
 from documents.ingestion.prompts import chunking_messages, tree_messages
 from documents.ingestion.tree_schema import tree_from_json
 from documents.models import Collection, Document
-from fable_benchmarks import scripted_llm
 from fable_benchmarks.command import BenchCommand
+from fable_benchmarks.fake_llm import answers, model
 from fable_benchmarks.report import COST_INGEST_HEADER, COST_QUERY_HEADER, COST_REINDEX_HEADER
 from openfable.models import LLMCacheEntry
 from openfable.tokens import count_tokens
@@ -43,20 +43,20 @@ def _request(messages: list[dict[str, str]], schema: str) -> dict[str, object]:
 
 def test_the_scripted_answers_pass_the_builders_validation_and_have_realistic_sizes() -> None:
     text = _document("Acme", 24)
-    markers = scripted_llm.answer(_request(chunking_messages(text), "chunk_markers"))["markers"]
+    markers = answers.answer(_request(chunking_messages(text), "chunk_markers"))["markers"]
     chunks = chunk_spans(text, locate_markers(text, markers))
     words = [len(text[start:end].split()) for start, end in chunks]
     assert len(chunks) >= 4 and max(words) < 300, "chunks of about the 150 words the prompt asks for"
 
-    tree_json = scripted_llm.answer(_request(tree_messages(text=text, chunks=chunks), "document_tree"))
+    tree_json = answers.answer(_request(tree_messages(text=text, chunks=chunks), "document_tree"))
     tree = tree_from_json(tree_json, text=text, chunks=chunks)  # raises when invalid
     assert tree.children and all(0 < len(child.title.split()) <= 10 for child in tree.children)
     assert all(20 <= len(child.summary.split()) <= 60 for child in tree.children), "two-sentence summaries"
 
     messages = [{"role": "user", "content": "one two three"}]
-    assert scripted_llm.messages_tokens(messages) == count_tokens("one two three") + 3 + 3
-    with pytest.raises(scripted_llm.UnknownPromptError, match="no answer for schema 'other'"):
-        scripted_llm.answer(_request(messages, "other"))
+    assert model.messages_tokens(messages) == count_tokens("one two three") + 3 + 3
+    with pytest.raises(answers.UnknownPromptError, match="no answer for schema 'other'"):
+        answers.answer(_request(messages, "other"))
 
 
 @pytest.mark.django_db(transaction=True)  # the client's worker threads write the LLM cache themselves

@@ -13,10 +13,10 @@ from celery.contrib.testing.worker import start_worker
 from documents.models import Document, IngestionJob, Node
 from documents.services.documents import document_create, document_reindex
 from documents.services.jobs import MemoEmbedder, document_index, job_claim, job_fail
+from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
 from openfable.celery import app as celery_app
 from openfable.embeddings import Embedder, RemoteEmbedder, get_embedder
 from tests.factories import CollectionFactory
-from tests.fakes.openai_server import ScriptedOpenAIServer
 
 TEXT = (
     "# Field guide\n\nA short guide to volcanoes and their eruptions.\n\n"

@@ -19,10 +19,10 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from documents.models import Document, IngestionJob, Node
 from documents.services.documents import document_create, document_reindex
 from documents.services.jobs import document_index, job_claim
+from fable_benchmarks.fake_llm import answers, reading
+from fable_benchmarks.fake_llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay, status
 from openfable.models import LLMCacheEntry
 from tests.factories import CollectionFactory
-from tests.fakes import fable_llm
-from tests.fakes.openai_server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay, status
 
 pytestmark = pytest.mark.django_db
 
@@ -72,12 +72,12 @@ def _leaf_texts(document: Document) -> list[str]:
     )
 
 
-def _bad_then(bad: Any, good: Any = fable_llm.competent_llm) -> Any:
+def _bad_then(bad: Any, good: Any = answers.simple_answer) -> Any:
     """First answer to the given schema is ``bad``; everything else is answered well."""
     state = {"sent": False}
 
     def reply(request: dict[str, Any]) -> Any:
-        if not state["sent"] and fable_llm.schema_name(request) == "document_tree":
+        if not state["sent"] and reading.schema_name(request) == "document_tree":
             state["sent"] = True
             return bad(request) if callable(bad) else bad
         return good(request)
@@ -86,7 +86,7 @@ def _bad_then(bad: Any, good: Any = fable_llm.competent_llm) -> Any:
 
 
 def test_good_output_builds_the_llm_tree(llm: ScriptedOpenAIServer) -> None:
-    llm.script_chat(fable_llm.competent_llm, fable_llm.competent_llm)
+    llm.script_chat(answers.simple_answer, answers.simple_answer)
     document, job = _ingest()
     assert document.builder == Document.Builder.LLM and document.status == Document.Status.INDEXED
     assert _leaf_texts(document) == PARAGRAPHS
@@ -111,7 +111,7 @@ def test_malformed_json_is_retried_with_the_error_fed_back(llm: ScriptedOpenAISe
 
 
 def test_missing_chunk_indexes_are_named_in_the_feedback(llm: ScriptedOpenAIServer) -> None:
-    llm.script_chat(*[_bad_then(lambda request: fable_llm.two_section_tree(request, chunks=[0, 1]))] * 3)
+    llm.script_chat(*[_bad_then(lambda request: answers.two_section_tree(request, chunks=[0, 1]))] * 3)
     document, _ = _ingest()
     assert document.builder == Document.Builder.LLM
     retry = llm.chat_requests[2]["messages"][-1]["content"]
@@ -120,7 +120,7 @@ def test_missing_chunk_indexes_are_named_in_the_feedback(llm: ScriptedOpenAIServ
 
 def test_invented_chunk_ids_are_refused_and_retried(llm: ScriptedOpenAIServer) -> None:
     llm.script_chat(
-        *[_bad_then(lambda request: fable_llm.two_section_tree(request, chunks=[0, 1, 2, 3, 99]))] * 3
+        *[_bad_then(lambda request: answers.two_section_tree(request, chunks=[0, 1, 2, 3, 99]))] * 3
     )
     document, _ = _ingest()
     assert document.builder == Document.Builder.LLM
@@ -131,8 +131,8 @@ def test_invented_chunk_ids_are_refused_and_retried(llm: ScriptedOpenAIServer) -
 def test_markers_not_found_are_retried_with_the_offset(llm: ScriptedOpenAIServer) -> None:
     llm.script_chat(
         {"markers": ["Volcanoes form where", "Lava lakes glow at night"]},
-        fable_llm.competent_llm,
-        fable_llm.competent_llm,
+        answers.simple_answer,
+        answers.simple_answer,
     )
     document, _ = _ingest()
     assert document.builder == Document.Builder.LLM
@@ -141,7 +141,7 @@ def test_markers_not_found_are_retried_with_the_offset(llm: ScriptedOpenAIServer
 
 
 def test_rate_limit_then_success(llm: ScriptedOpenAIServer) -> None:
-    llm.script_chat(status(429), fable_llm.competent_llm, fable_llm.competent_llm)
+    llm.script_chat(status(429), answers.simple_answer, answers.simple_answer)
     document, job = _ingest()
     assert document.builder == Document.Builder.LLM
     assert len(llm.chat_requests) == 3 and job.llm_calls == 2
@@ -162,9 +162,9 @@ def test_a_timeout_falls_back_to_the_structural_builder_and_says_why(
 
 def test_persistently_invalid_trees_fall_back_after_the_retries(llm: ScriptedOpenAIServer) -> None:
     def always_bad(request: dict[str, Any]) -> Any:
-        if fable_llm.schema_name(request) == "document_tree":
+        if reading.schema_name(request) == "document_tree":
             return {"title": "", "summary": "", "sections": []}
-        return fable_llm.competent_llm(request)
+        return answers.simple_answer(request)
 
     llm.script_chat(*[always_bad] * 4)
     document, job = _ingest()
@@ -174,7 +174,7 @@ def test_persistently_invalid_trees_fall_back_after_the_retries(llm: ScriptedOpe
 
 
 def test_reindexing_unchanged_text_costs_nothing(llm: ScriptedOpenAIServer) -> None:
-    llm.script_chat(fable_llm.competent_llm, fable_llm.competent_llm)
+    llm.script_chat(answers.simple_answer, answers.simple_answer)
     document, _ = _ingest()
     requests_before = len(llm.chat_requests)
     document_reindex(document=document, queue=False)
@@ -195,9 +195,9 @@ def test_a_long_document_goes_in_windows_and_parts_merged_under_one_root(
         for n in range(120)
     ]
     text = "".join(paragraphs)
-    llm.script_chat(*[fable_llm.competent_llm] * 40)
+    llm.script_chat(*[answers.simple_answer] * 40)
     document, job = _ingest(text)
-    names = [fable_llm.schema_name(request) for request in llm.chat_requests]
+    names = [reading.schema_name(request) for request in llm.chat_requests]
     assert names.count("chunk_markers") >= 2, "several overlapping windows"
     assert names.count("document_tree") >= 2, "several parts"
     assert names.count("document_root") == 1, "one root written from the parts"
@@ -233,7 +233,7 @@ def test_llm_leaves_partition_the_text_exactly(
         return {"markers": [" ".join(lines[i][:3]) for i in starts]}  # single spaces: tolerant search
 
     def tree(request: dict[str, Any]) -> dict[str, Any]:
-        count, sections, cursor = fable_llm.chunk_count(request), [], 0
+        count, sections, cursor = reading.chunk_count(request), [], 0
         for size in sizes:
             if cursor >= count:
                 break
@@ -266,7 +266,7 @@ def test_a_llama_cpp_server_builds_the_llm_tree_with_one_refused_request(
         settings.LLM_MAX_RETRIES = 4  # the default: a doomed call used to make five requests
         settings.LLM_RETRY_BASE_DELAY = 1.0
         LLMCacheEntry.objects.all().delete()
-        server.chat_default = fable_llm.competent_llm
+        server.chat_default = answers.simple_answer
         document, job = _ingest()
         other, other_job = _ingest(TEXT.replace("Volcanoes", "Large volcanoes"))
 
@@ -278,7 +278,7 @@ def test_a_llama_cpp_server_builds_the_llm_tree_with_one_refused_request(
     assert titles == ["Opening part", "Closing part"]
     formats = [(body.get("response_format") or {}).get("type") for body in server.chat_requests]
     assert formats == ["json_schema"] + ["json_object"] * 4, "one refused request for the model"
-    assert [fable_llm.schema_name(body) for body in server.chat_requests] == [
+    assert [reading.schema_name(body) for body in server.chat_requests] == [
         "chunk_markers",
         "chunk_markers",
         "document_tree",

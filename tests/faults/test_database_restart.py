@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
+from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer, delay
 from openfable.embeddings import LOCAL_DIMENSIONS
 from openfable.runner import _web_server_command
 from tests.conftest import REPO_ROOT
-from tests.fakes.openai_server import ScriptedOpenAIServer, delay
 from tests.faults.processes import (
     PrivateCluster,
     answers,

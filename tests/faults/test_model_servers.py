@@ -1,6 +1,6 @@
 """The LLM and the embedding server failing in the middle of an ingestion, over real HTTP.
 
-A scripted OpenAI-compatible server (tests/fakes/openai_server.py) plays both services. The first
+A scripted OpenAI-compatible server (fable_benchmarks/fake_llm/server.py) plays both services. The first
 calls of a re-index succeed; then the server answers HTTP 500, 429, a body that is not JSON, an
 answer that is not JSON, or nothing within the timeout. The job runs through ``job_run_now``, the
 sequence the Celery task runs. What must hold: the client retries a bounded number of times, with
@@ -22,12 +22,8 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from documents.models import Document, IngestionJob, Node
 from documents.services.documents import document_create, document_reindex, job_retry
 from documents.services.jobs import job_run_now
-from openfable.embeddings import LOCAL_DIMENSIONS, get_embedder
-from openfable.models import LLMCacheEntry
-from retrieval.services import retrieve
-from tests.factories import CollectionFactory
-from tests.fakes import fable_llm
-from tests.fakes.openai_server import (
+from fable_benchmarks.fake_llm import answers, reading
+from fable_benchmarks.fake_llm.server import (
     EMBEDDINGS_PATH,
     RecordedRequest,
     ScriptedOpenAIServer,
@@ -35,6 +31,10 @@ from tests.fakes.openai_server import (
     delay,
     status,
 )
+from openfable.embeddings import LOCAL_DIMENSIONS, get_embedder
+from openfable.models import LLMCacheEntry
+from retrieval.services import retrieve
+from tests.factories import CollectionFactory
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.django_db]
 
@@ -89,9 +89,9 @@ class _BreakableModel:
         self.broken_schema, self.fault, self.broken = broken_schema, fault, False
 
     def __call__(self, request: dict[str, Any]) -> Any:
-        if self.broken and fable_llm.schema_name(request) == self.broken_schema:
+        if self.broken and reading.schema_name(request) == self.broken_schema:
             return self.fault
-        return fable_llm.competent_llm(request)
+        return answers.simple_answer(request)
 
 
 def _tree(document: Document) -> list[tuple[int, int | None, str, str, str]]:
@@ -152,13 +152,13 @@ def test_the_llm_failing_mid_reindex_falls_back_to_the_structural_builder_and_sa
     run = job_run_now(document_id=document.pk)
     assert run is not None and run.succeeded and run.error is None
 
-    asked = [fable_llm.schema_name(body) for body in server.chat_requests[asked_before:]]
+    asked = [reading.schema_name(body) for body in server.chat_requests[asked_before:]]
     # The chunking call went through; the tree call broke.
     assert asked[0] == "chunk_markers", asked
     tree_calls = [
         r
         for r in server.requests_to("/v1/chat/completions")
-        if fable_llm.schema_name(r.body) == "document_tree"
+        if reading.schema_name(r.body) == "document_tree"
     ]
     tree_calls = tree_calls[-asked.count("document_tree") :]
     if fault == "answer-not-json":

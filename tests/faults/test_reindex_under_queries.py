@@ -24,11 +24,11 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from documents.models import Document, Node
 from documents.services.documents import document_create, document_reindex
 from documents.services.jobs import job_run_now
+from fable_benchmarks.fake_llm import answers
+from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
 from openfable.embeddings import LOCAL_DIMENSIONS, get_embedder
 from retrieval.services import retrieve
 from tests.factories import CollectionFactory
-from tests.fakes import fable_llm
-from tests.fakes.openai_server import ScriptedOpenAIServer
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -55,7 +55,7 @@ def model_server(settings: SettingsWrapper) -> Iterator[ScriptedOpenAIServer]:
     """The scripted server as the embedding endpoint (fast, deterministic vectors) and as a model
     that answers every ingestion prompt well (the LLM builder is only used when a job asks)."""
     with ScriptedOpenAIServer(embedding_dimensions=LOCAL_DIMENSIONS) as server:
-        server.chat_default = fable_llm.competent_llm
+        server.chat_default = answers.simple_answer
         settings.LLM_MODEL = "scripted-model"
         settings.LLM_BASE_URL = server.base_url
         settings.EMBEDDING_URL = server.base_url

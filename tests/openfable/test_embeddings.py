@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fable_benchmarks.fake_llm.server import EmbeddingReply, ScriptedOpenAIServer, delay, hash_vector, status
 from openfable.embeddings import (
     Embedder,
     EmbeddingDimensionError,
@@ -14,7 +15,6 @@ from openfable.embeddings import (
     LocalE5Embedder,
     RemoteEmbedder,
 )
-from tests.fakes.openai_server import EmbeddingReply, ScriptedOpenAIServer, delay, hash_vector, status
 
 # The scripted_openai fixture (the root conftest may register it as well; pytest loads it once).
 

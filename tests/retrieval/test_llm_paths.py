@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from fable_benchmarks.fake_llm import reading
+from fable_benchmarks.fake_llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, status
 from openfable.llm import LLMClient, import_litellm
 from openfable.tokens import count_tokens
 from retrieval.paths.llm import (
@@ -26,9 +28,7 @@ from retrieval.paths.llm import (
 )
 from retrieval.result import LEXICAL, LLM_NAVIGATE, LLM_SELECT, TREE_EXPANSION, VECTOR
 from retrieval.services import retrieve
-from tests.fakes import fable_llm
 from tests.fakes.fixtures import scripted_openai  # noqa: F401
-from tests.fakes.openai_server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, status
 from tests.retrieval.test_services import MONITORING_QUERY, Corpus, _fresh_query_cache, corpus  # noqa: F401
 
 # -- parsing ---------------------------------------------------------------------------------------
@@ -299,9 +299,9 @@ def _scores_for(corpus: Corpus) -> Any:  # noqa: F811
     seismometers = corpus.volcanoes.leaf("Seismometers").pk
 
     def answer(request: dict[str, Any]) -> Any:
-        if fable_llm.schema_name(request) == "document_selection":
+        if reading.schema_name(request) == "document_selection":
             return {"documents": [{"id": corpus.volcanoes.id, "score": 0.9}]}
-        assert fable_llm.schema_name(request) == "node_selection", request["messages"][0]["content"]
+        assert reading.schema_name(request) == "node_selection", request["messages"][0]["content"]
         return {"nodes": [{"id": seismometers, "score": 0.95}]}
 
     return answer

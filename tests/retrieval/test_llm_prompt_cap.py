@@ -13,8 +13,8 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from documents.ingestion.tree import LEAF
 from documents.models import Collection, Node
+from fable_benchmarks.fake_llm.model import FableModelServer
 from fable_benchmarks.latency import generate_corpus
-from fable_benchmarks.scripted_llm import ScriptedLLMServer
 from retrieval.paths.llm import select_prompt_cap
 from retrieval.result import LLM_NAVIGATE, LLM_SELECT
 from retrieval.services import retrieve
@@ -22,8 +22,8 @@ from tests.retrieval.test_services import MONITORING_QUERY, Corpus, _fresh_query
 
 
 @pytest.fixture
-def scripted(db: None, settings: SettingsWrapper) -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer() as server:
+def scripted(db: None, settings: SettingsWrapper) -> Iterator[FableModelServer]:
+    with FableModelServer() as server:
         settings.LLM_MODEL = "scripted-fable"
         settings.LLM_BASE_URL = server.base_url
         settings.LLM_MAX_RETRIES = 0
@@ -44,7 +44,7 @@ def _synthetic(documents: int) -> tuple[Collection, np.ndarray]:
 
 
 def test_both_prompts_of_a_query_fit_its_allowance_and_navigate_gets_what_select_left(
-    scripted: ScriptedLLMServer,
+    scripted: FableModelServer,
 ) -> None:
     # LLMselect's shortlist of 20 (~1000 outline tokens each) and the outline of one document
     # (~6000 tokens) are each larger than their share of the default allowance of 8000.
@@ -70,7 +70,7 @@ def test_both_prompts_of_a_query_fit_its_allowance_and_navigate_gets_what_select
 
 
 def test_a_query_too_long_for_the_allowance_skips_llmselect_without_a_request(
-    scripted: ScriptedLLMServer,
+    scripted: FableModelServer,
     settings: SettingsWrapper,
     corpus: Corpus,  # noqa: F811
 ) -> None:

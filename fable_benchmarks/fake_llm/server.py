@@ -1,4 +1,4 @@
-"""A scripted OpenAI-compatible HTTP server for tests.
+"""A scripted OpenAI-compatible HTTP server for tests and benchmarks.
 
 Tests drive the real client stack (litellm → openai SDK → httpx) against this server, so retries,
 timeouts, usage accounting and JSON parsing are exercised over real HTTP instead of mocks.
@@ -48,7 +48,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 CHAT_PATH = "/v1/chat/completions"
 EMBEDDINGS_PATH = "/v1/embeddings"
@@ -240,7 +240,7 @@ class ScriptedOpenAIServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}/v1"
 
-    def start(self) -> ScriptedOpenAIServer:
+    def start(self) -> Self:
         handler = type("_BoundHandler", (_Handler,), {"scripted": self})
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         # Handler threads may be sleeping in a scripted delay when a test ends; don't join them.
@@ -262,7 +262,7 @@ class ScriptedOpenAIServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> ScriptedOpenAIServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
