@@ -17,6 +17,7 @@ from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.datasets import DatasetDocument
 from fable_benchmarks.ingest import index_dataset_document
 from tests.benchmarks import run_bench
+from tests.documents.ingestion import document_files
 
 pytestmark = pytest.mark.django_db
 
@@ -72,3 +73,30 @@ def test_bench_ingest_prints_a_table_and_cleans_up(shared_dir: Path, tmp_path: P
     assert row["baseline_embed_s"] > 0 and row["overhead"] > 0
     assert row["embed_s"] > 0 and row["build_s"] > 0, "the jobs' own stage timings are summed"
     assert not Collection.objects.exists(), "the throw-away collection is deleted"
+
+
+@pytest.mark.slow
+def test_bench_ingest_from_files_times_extraction_in(tmp_path: Path, file_storage: Path) -> None:
+    (tmp_path / "pdf").mkdir()
+    lines = [f"Clause {n}. The supplier delivers lot {n} to the buyer within ten days." for n in range(20)]
+    (tmp_path / "pdf" / "a.pdf").write_bytes(document_files.plain_pdf(lines, pages=2))
+    files = tmp_path / "pdfs.jsonl"
+    files.write_text(json.dumps({"doc_id": 7, "file": "a.pdf"}) + "\n")
+    out = io.StringIO()
+    call_command(
+        BenchCommand(),
+        "bench-ingest",
+        "--files",
+        str(files),
+        "--json",
+        str(tmp_path / "out.json"),
+        stdout=out,
+    )
+    assert "| pages | extract s |" in out.getvalue()
+    row = json.loads((tmp_path / "out.json").read_text())["rows"][0]
+    assert row["dataset"] == "pdfs.jsonl" and row["documents"] == 1 and row["failed"] == 0
+    # Uploaded as the file: the job read its two pages, and that time is in the pipeline's.
+    assert row["pages"] == 2 and 0 < row["extract_s"] < row["pipeline_s"]
+    assert not Collection.objects.exists()
+    code, result = run_bench("bench-ingest")
+    assert code == 1 and "--docs" in result["error"] and "--files" in result["error"]

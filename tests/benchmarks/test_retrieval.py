@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from fable_benchmarks.datasets import BenchQuery
 from fable_benchmarks.plot import recall_chart_svg
 from fable_benchmarks.retrieval import stratified_sample
 from tests.benchmarks import run_bench
+from tests.documents.ingestion import document_files
 
 pytestmark = pytest.mark.django_db
 
@@ -197,3 +199,52 @@ def test_stratified_sample_is_proportional_and_deterministic() -> None:
     assert len(sample) == 20 and sample == stratified_sample(queries, 20)
     assert sum(query.query_type == "B" for query in sample) == 5
     assert stratified_sample(queries, 0) == queries
+
+
+def _write_pdfs(tmp_path: Path) -> Path:
+    """The documents as PDFs beside a files list (as shared/datasets/cuad lays them out): each
+    paragraph wrapped over lines of about 60 characters, as a page wraps it."""
+    folder = tmp_path / "pdf"
+    folder.mkdir()
+    listed = []
+    for record in DOCS:
+        lines = [
+            line for paragraph in record["content"].split("\n\n") for line in textwrap.wrap(paragraph, 60)
+        ]
+        name = f"{record['doc_id']}.pdf"
+        (folder / name).write_bytes(document_files.plain_pdf(lines))
+        listed.append({"doc_id": record["doc_id"], "file": name})
+    files = tmp_path / "pdfs.jsonl"
+    files.write_text("".join(json.dumps(entry) + "\n" for entry in listed))
+    return files
+
+
+@pytest.mark.slow
+def test_bench_retrieval_from_files_compares_them_with_the_text(
+    tmp_path: Path, settings: Any, file_storage: Path
+) -> None:
+    settings.DATA_DIR = tmp_path / "data"
+    docs, queries = _write(tmp_path)
+    files = _write_pdfs(tmp_path)
+    json_path = tmp_path / "bench.json"
+    table = _bench(
+        "--docs", str(docs), "--queries", str(queries), "--files", str(files), "--budgets", "300",
+        "--modes", "ceiling,oracle,vector", "--json", str(json_path),
+    )  # fmt: skip
+    report = json.loads(json_path.read_text())
+    assert report["matching"] == "normalised"
+    from_files = report["files"]
+    # Uploaded through the one write path: every file read by its job, page by page.
+    assert from_files["ingestion"]["failed"] == 0 and from_files["ingestion"]["pages"] == 3
+    assert from_files["extractor"]["pages"] == 3 and from_files["extractor"]["peak_rss_mb"] > 0
+    # Every reference but the one in no document is in the extracted text (4 references).
+    assert (
+        from_files["extraction_ceiling"]["found"] == 3 and from_files["extraction_ceiling"]["references"] == 4
+    )
+    assert [miss["absent"] for miss in from_files["extraction_ceiling"]["missed"]] == [
+        ["This sentence appears in no document."]
+    ]
+    for method in ("ceiling", "oracle", "vector"):
+        assert from_files["results"][method]["300"]["recall"] == report["results"][method]["300"]["recall"]
+    assert "### From the files" in table and "| vector (files − text) | +0.0 |" in table
+    assert not Collection.objects.exists(), "both throw-away collections are deleted"
