@@ -268,20 +268,14 @@ def chunks_summary(*, document: Document, markers: Sequence[str], spans: Sequenc
 def agent_chunks(document: Document) -> list[Span] | None:
     """The chunks stored by ``agent_apply_chunks``; None when there are none (or they are stale)."""
     raw = AgentState.objects.filter(document_id=document.pk).values_list("chunks", flat=True).first()
-    if not isinstance(raw, list) or not raw:
+    try:
+        spans = [(int(start), int(end)) for start, end in raw or []]
+    except (TypeError, ValueError):
         return None
-    spans: list[Span] = []
-    for item in raw:
-        if not (isinstance(item, list) and len(item) == 2 and all(isinstance(n, int) for n in item)):
-            return None
-        spans.append((item[0], item[1]))
     # Used only if they still partition the text (a row written by hand, a text read again).
-    cursor = 0
-    for start, end in spans:
-        if start != cursor or end < start:
-            return None
-        cursor = end
-    return spans if cursor == len(document.content) else None
+    ends = [0] + [end for _, end in spans]
+    partitions = all(start == ends[index] <= end for index, (start, end) in enumerate(spans))
+    return spans if spans and partitions and ends[-1] == len(document.content) else None
 
 
 def chunk_listing(document: Document, spans: Sequence[Span]) -> list[dict[str, Any]]:

@@ -409,3 +409,13 @@ def test_agent_leaves_partition_the_document_exactly(text: str, data: st.DataObj
         assert leaf.start_char == cursor and leaf.content == text[leaf.start_char : leaf.end_char]
         cursor = leaf.end_char
     assert cursor == len(text)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("chunks", [[[0, 10]], [[0, 10], [12, len(TEXT)]], [[0, "x"]], [0, 1], []])
+def test_stored_chunks_that_do_not_partition_the_text_count_as_none(tmp_path: Path, chunks: Any) -> None:
+    document_id = plan_and_chunk(tmp_path)
+    AgentState.objects.filter(document_id=document_id).update(chunks=chunks)
+    status, answer = run("apply-tree", str(document_id), write(tmp_path, "tree.json", TREE))
+    assert status == 1 and answer["details"]["next_step"] == "apply_chunks", answer
+    assert f"Document {document_id} has no chunks yet: apply the chunks first" in answer["error"]
