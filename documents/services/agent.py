@@ -89,14 +89,13 @@ class AgentStepError(UserInputError):
 
     def with_next(self, words: str) -> AgentStepError:
         """The same error with the surface's own words for the next step after the message."""
-        worded = type(self)(
+        return type(self)(
             f"{self} {words}",
             document_id=self.document_id,
             next_step=self.next_step,
             code=self.code,
             details=self.details,
         )
-        return worded
 
 
 class AgentConflictError(AgentStepError, ConflictError):
