@@ -184,3 +184,42 @@ def test_bench_latency_on_corpora_refuses_bad_input(tmp_path: Path) -> None:
         "bench-latency", "--dataset", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")
     )
     assert code == 1 and "no such file" in result["error"]
+
+
+def test_every_latency_is_printed_beside_its_ratio_to_the_query_embedding() -> None:
+    # Machines differ by 1.5-2.5x in absolute times; the ratio to the same run's embedding does not.
+    def times(p50: float, p95: float) -> dict[str, float]:
+        return {"p50": p50, "p95": p95}
+
+    report: dict[str, Any] = {
+        "corpus": {"collection_nodes": 10, "collection_documents": 1, "table_nodes": 10},
+        "queries": 3, "budget": 500, "top_k": 50, "query_words": 5,
+        "vector_server": times(30.0, 60.0), "vector_wall": times(31.0, 62.0),
+        "query_embedding": times(20.0, 25.0), "vector_server_with_embedding": times(50.0, 80.0),
+        "vector_stages": {"lexical": times(4.0, 9.0), "total": times(30.0, 60.0)},
+        "vector_strategy": {"hnsw": 3}, "bare_topk": {**times(2.0, 4.0), "ef_search": 200},
+        "bare_topk_default_ef": {**times(1.0, 2.0), "ef_search": 40}, "ratio_p50": 15.0,
+        "bare_uses_hnsw": True, "hnsw_recall_at_k": 0.9, "target_p50_ms": 50.0, "meets_target": True,
+        "target_with_embedding_p50_ms": 60.0, "meets_target_with_embedding": True,
+    }  # fmt: skip
+    table = format_latency(report)
+    assert "| measure | p50 ms | p95 ms | x embedding p50 (p50 / p95) | note |" in table
+    assert (
+        "| vector mode, server-side + the query text's real embedding | 50.0 | 80.0 | 2.50 / 4.00 |" in table
+    )
+    assert "| vector mode, server-side (timings_ms.total) | 30.0 | 60.0 | 1.50 / 3.00 |" in table
+    assert "| lexical | 4.0 | 9.0 | 0.20 / 0.45 |" in table
+
+    entry = {
+        "collection": "dragonball", "documents": 2, "nodes": 9, "queries": 3,
+        "server": times(37.0, 50.0), "wall": times(38.0, 51.0), "strategy": {"hnsw_collection": 3},
+        "collection_index": "used", "meets_target": True,
+        "stages": {"embed": times(25.0, 30.0), "lexical": times(2.5, 5.0)},
+    }  # fmt: skip
+    corpus = {
+        "loaded": {"collections": 1, "documents": 2, "nodes": 9}, "mode": "vector", "budget": 2000,
+        "target_ms": {"p50": 50.0, "p95": 100.0}, "datasets": [entry],
+    }  # fmt: skip
+    table = format_corpus_latency(corpus)
+    assert "| dragonball | 2 | 9 | 3 | 37.0 | 50.0 | 1.48 / 2.00 | 38.0 |" in table
+    assert "| lexical | 2.5 / 5.0; 0.10 / 0.20 |" in table
