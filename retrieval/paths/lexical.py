@@ -26,6 +26,20 @@ Two levels, two notions of "document":
   A word that names the selected document itself appears in many of its nodes and so weighs
   little there, while the words that single out one passage ("CEO", "dividend") weigh most.
 
+Common terms at the document level (``common_term_cutoff``). A word that most documents of a
+large scope hold says little about which document a query is about, and its postings are what
+cost: on the 1M-node synthetic corpus every word is in about two thirds of the 10,000 documents,
+so a five-word query read some 35,000 postings (README, "Synthetic corpora"). As search engines
+do for common terms (Lucene's common-terms query, Elasticsearch's ``cutoff_frequency``), a term
+held by more than ``common_term_cutoff(N)`` documents in scope -- at least
+``COMMON_TERM_MIN_DOCUMENTS``, and ``COMMON_TERM_SHARE`` of N -- does not select documents: the
+document level ranks by the query's other terms (BM25 exactly as below, with the same N and
+lengths), and a query whose every term is common gets no documents from it (the vector path picks
+them, and node-level BM25 still weighs every term inside them). Counting whether a term is common
+reads at most the cut-off's number of its postings, never all of them. A scope of fewer than
+``COMMON_TERM_MIN_DOCUMENTS`` documents has no common term, so every collection of the benchmarks
+ranks exactly as without the cut-off.
+
 Names at the node level (``name_weights``). A name the query gives ("According to the judgment of
 Preston, Lancaster, Court, what crimes did M. Harris commit?") routed it to its document; inside
 that document the name occurs in a few passages (the heading, the parties), so BM25 ranks those
@@ -33,7 +47,8 @@ first, whatever the question asks. A query word written with a capital (not the 
 term few documents in scope contain counts at the node level by that share:
 ``weight = min(1, documents containing it / (share x documents in scope))`` with ``share`` =
 ``OPENFABLE_RETRIEVAL_NAME_DOCUMENT_SHARE``. Capitalised words most documents use ("Court",
-"Company") keep their weight, and so do numbers and lower-case words.
+"Company") keep their weight, and so do numbers, lower-case words and common terms (whose count
+stops at the cut-off).
 """
 
 from __future__ import annotations
@@ -52,6 +67,14 @@ from documents.models import SEARCH_CONFIG, Document, DocumentTerm, Node
 K1 = 1.2
 B = 0.75
 
+# The common-term cut-off (module docstring): a term held by more than
+# max(COMMON_TERM_MIN_DOCUMENTS, COMMON_TERM_SHARE x N) documents in scope selects none. The floor
+# keeps scopes whose postings are cheap anyway (every benchmark collection: at most a few hundred
+# documents) exact; the share is conservative next to the 0.1 % that Elasticsearch's documentation
+# suggests for ``cutoff_frequency``.
+COMMON_TERM_MIN_DOCUMENTS = 1000
+COMMON_TERM_SHARE = 0.1
+
 # A node's tsvector cut down to the query's terms (SQL parameter: the terms as text[]): mark them
 # with weight A, keep only A. Unnesting that gives one row per query term present, instead of
 # one per distinct word of the node, which is what keeps common query words affordable.
@@ -66,8 +89,11 @@ _WORD = re.compile(r"[^\W\d_][\w'’.]*")
 class LexicalScores:
     scores: dict[int, float]  # id (document or node) -> BM25, only those matching a query term
     considered: int  # N: documents or nodes the statistics were taken over
-    # How many of those documents or nodes hold each query term (absent: none).
+    # How many of those documents or nodes hold each query term (absent: none, unless common).
     document_frequency: dict[str, int] = field(default_factory=dict)
+    # Document level: the query terms past the common-term cut-off (held by more documents than
+    # it; not counted further, and left out of ``scores`` and ``document_frequency``).
+    common_terms: frozenset[str] = frozenset()
 
 
 def stem(texts: Sequence[str]) -> list[list[str]]:
@@ -103,8 +129,20 @@ def name_weights(
     return {
         term: min(1.0, found.document_frequency.get(term, 0) / limit)
         for term in terms
-        if term in names and found.document_frequency.get(term, 0) < limit
+        if term in names and term not in found.common_terms and found.document_frequency.get(term, 0) < limit
     }
+
+
+def common_term_cutoff(considered: int) -> int:
+    """How many documents of a scope of ``considered`` may hold a term before it is common (see
+    the module docstring): ``COMMON_TERM_MIN_DOCUMENTS``, or ``COMMON_TERM_SHARE`` of the scope."""
+    return max(COMMON_TERM_MIN_DOCUMENTS, math.ceil(COMMON_TERM_SHARE * considered))
+
+
+def selecting_terms(document_frequency: Mapping[str, int], *, considered: int) -> set[str]:
+    """The terms that select documents at the document level: those at or under the cut-off."""
+    cutoff = common_term_cutoff(considered)
+    return {term for term, held in document_frequency.items() if held <= cutoff}
 
 
 def document_frequencies(frequencies: Mapping[int, Mapping[str, int]]) -> dict[str, int]:
@@ -179,21 +217,41 @@ def document_scores(
     BM25 is summed in the database (``bm25``'s formula, in SQL): a common word's postings never
     leave it. On the 11K-document dev corpus, whose synthetic vocabulary puts every word in two
     thirds of the documents, a five-word query reads tens of thousands of postings, and shipping
-    them to Python made the lexical path the slowest stage (README, "Synthetic corpora").
+    them to Python made the lexical path the slowest stage (README, "Synthetic corpora"); now
+    terms past the common-term cut-off (module docstring) are only counted, up to it, and are
+    reported in ``common_terms`` instead of scored.
     """
     if not terms or (document_ids is not None and not document_ids):
         return LexicalScores({}, 0)  # an empty scope (a user who sees no collection) finds nothing
     scope_sql, scope_params = searchable_documents_sql(document_ids)
     term_table = connection.ops.quote_name(DocumentTerm._meta.db_table)
     limit = "" if best is None else f" LIMIT {int(best)}"
+    # A scope no larger than the cut-off's floor has no common term: its query skips the count.
+    small = document_ids is not None and len(document_ids) <= COMMON_TERM_MIN_DOCUMENTS
+    selecting, common, common_params = "%s", "", []
+    if not small:
+        # Each term's postings in scope are counted up to the cut-off and no further (the scope's
+        # ids hashed once), and only when the scope is larger than the cut-off (else no term can
+        # pass it); only the terms at or under it are read for BM25.
+        selecting = "ARRAY(SELECT term FROM unnest(%s::text[]) AS q (term) WHERE term NOT IN (SELECT term FROM common))"
+        common = (
+            "counted AS MATERIALIZED (SELECT q.term, (SELECT count(*) FROM ("
+            f"    SELECT FROM {term_table} t WHERE t.term = q.term AND t.document_id IN (SELECT id FROM scope) "
+            "     LIMIT stats.cutoff + 1) AS held) AS held "
+            "  FROM unnest(%s::text[]) AS q (term) CROSS JOIN stats WHERE stats.considered > stats.cutoff), "
+            "common AS (SELECT term, held FROM counted CROSS JOIN stats WHERE held > cutoff), "
+        )
+        common_params = [list(terms)]
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH scope (id, length) AS MATERIALIZED ({scope_sql}), "
-            "stats AS (SELECT count(*) AS considered, "
-            "          coalesce(nullif(avg(length), 0), 1)::float8 AS average FROM scope), "
+            "stats AS MATERIALIZED (SELECT count(*) AS considered, "
+            "          coalesce(nullif(avg(length), 0), 1)::float8 AS average, "
+            "          greatest(%s, ceil(%s * count(*)))::int AS cutoff FROM scope), "
+            f"{common}"
             "postings AS MATERIALIZED ("
             f"  SELECT t.document_id, t.term, t.frequency::float8 AS tf, s.length::float8 AS length "
-            f"  FROM {term_table} t JOIN scope s ON s.id = t.document_id WHERE t.term = ANY(%s)), "
+            f"  FROM {term_table} t JOIN scope s ON s.id = t.document_id WHERE t.term = ANY({selecting})), "
             "holding AS (SELECT term, count(*) AS df FROM postings GROUP BY term), "
             "idf AS (SELECT h.term, h.df, ln(1 + (stats.considered - h.df + 0.5) / (h.df + 0.5)) AS idf "
             "        FROM holding h CROSS JOIN stats), "
@@ -203,9 +261,13 @@ def document_scores(
             f"top AS (SELECT document_id, score FROM scored ORDER BY score DESC, document_id{limit}) "
             "SELECT 'document', document_id, score, NULL FROM top "
             "UNION ALL SELECT 'term', NULL, df, term FROM idf "
-            "UNION ALL SELECT 'scope', NULL, considered, NULL FROM stats",
-            [*scope_params, list(terms), K1, K1, B, B],
-        )
+            + ("UNION ALL SELECT 'common', NULL, held, term FROM common " if common else "")
+            + "UNION ALL SELECT 'scope', NULL, considered, NULL FROM stats",
+            [
+                *scope_params, COMMON_TERM_MIN_DOCUMENTS, COMMON_TERM_SHARE, *common_params,
+                list(terms), K1, K1, B, B,
+            ],
+        )  # fmt: skip
         return _document_rows_scores(cursor.fetchall())
 
 
@@ -214,7 +276,8 @@ def _document_rows_scores(rows: Sequence[tuple[Any, ...]]) -> LexicalScores:
     scores = {int(key): float(value) for kind, key, value, _ in rows if kind == "document"}
     holding = {str(term): int(value) for kind, _, value, term in rows if kind == "term"}
     considered = next(int(value) for kind, _, value, _ in rows if kind == "scope")
-    return LexicalScores(scores, considered, holding)
+    common = frozenset(str(term) for kind, _, _, term in rows if kind == "common")
+    return LexicalScores(scores, considered, holding, common)
 
 
 def node_scores(

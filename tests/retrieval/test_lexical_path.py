@@ -281,3 +281,86 @@ def test_the_searchable_documents_are_read_from_their_own_index() -> None:
     sql, params = lexical.searchable_documents_sql(None)
     plan = query_plan(f"SELECT count(*) FROM ({sql}) AS scope", params, without_seqscan=True)
     assert "Index Only Scan using node_searchable_root" in plan, plan
+
+
+# -- the common-term cut-off -------------------------------------------------------------------------
+
+
+def test_the_common_term_cutoff_has_a_floor_and_a_share_of_the_scope() -> None:
+    floor, share = lexical.COMMON_TERM_MIN_DOCUMENTS, lexical.COMMON_TERM_SHARE
+    assert lexical.common_term_cutoff(10) == floor  # every benchmark collection: nothing is common
+    assert lexical.common_term_cutoff(10_000) == max(floor, math.ceil(share * 10_000))
+    assert lexical.common_term_cutoff(1_000_000) == math.ceil(share * 1_000_000)
+    # At or under the cut-off a term selects documents; past it, it does not.
+    cutoff = lexical.common_term_cutoff(50_000)
+    held = {"name": 3, "edge": cutoff, "common": cutoff + 1}
+    assert lexical.selecting_terms(held, considered=50_000) == {"name", "edge"}
+    # A scope no larger than the floor keeps every term, however many of its documents hold it.
+    assert lexical.selecting_terms({"every": floor}, considered=floor) == {"every"}
+
+
+def test_without_a_common_term_the_cutoff_ranks_exactly_as_exhaustive_bm25() -> None:
+    # Synthetic postings: the rule removes no term, so BM25 over the selecting terms is BM25.
+    frequencies = {1: {"pump": 2, "valve": 1}, 2: {"pump": 1}, 3: {"valve": 3, "room": 1}}
+    lengths = {1: 10.0, 2: 4.0, 3: 12.0, 4: 7.0}
+    held = lexical.document_frequencies(frequencies)
+    kept = lexical.selecting_terms(held, considered=4)
+    assert kept == set(held)
+    pruned = {item: {t: tf for t, tf in terms.items() if t in kept} for item, terms in frequencies.items()}
+    average = sum(lengths.values()) / 4
+    exhaustive = lexical.bm25(frequencies, lengths, considered=4, average_length=average)
+    assert lexical.bm25(pruned, lengths, considered=4, average_length=average) == exhaustive
+
+
+def _common_world(monkeypatch: pytest.MonkeyPatch) -> tuple[list[Document], list[str]]:
+    """Six documents, "pump" in four of them (past a cut-off lowered to max(2, 0.5 x 6) = 3),
+    "valve" in two; the floor lowered so that six documents make a large scope."""
+    monkeypatch.setattr(lexical, "COMMON_TERM_MIN_DOCUMENTS", 2)
+    monkeypatch.setattr(lexical, "COMMON_TERM_SHARE", 0.5)
+    documents = [
+        _document("A", ["The pump and the valve.", "A pump room."]),
+        _document("B", ["Valve seals wear out."]),
+        _document("C", ["The pump hums."]),
+        _document("D", ["A pump, a pump, a pump."]),
+        _document("E", ["Spare pump parts."]),
+        _document("F", ["The garden in spring."]),
+    ]
+    return documents, lexical.stem(["pump valve"])[0]
+
+
+def test_common_terms_are_counted_not_scored_and_rare_terms_rank_as_bm25(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    documents, terms = _common_world(monkeypatch)
+    assert terms == ["pump", "valv"]
+    found = lexical.document_scores(terms, document_ids=None)
+    assert found.considered == 6 and found.common_terms == {"pump"}
+    assert found.document_frequency == {"valv": 2}, "a common term's count stops at the cut-off"
+    # The documents that hold only "pump" are not selected; the two with "valve" score BM25 of
+    # "valve" alone, over the same N and lengths as exhaustive BM25.
+    frequencies = {
+        document_id: {term: frequency}
+        for document_id, term, frequency in DocumentTerm.objects.filter(term="valv").values_list(
+            "document_id", "term", "frequency"
+        )
+    }
+    lengths = {document.pk: float(document.token_count) for document in documents}
+    expected = lexical.bm25(frequencies, lengths, considered=6, average_length=sum(lengths.values()) / 6)
+    assert set(found.scores) == set(expected) == {documents[0].pk, documents[1].pk}
+    for pk, score in expected.items():
+        assert found.scores[pk] == pytest.approx(score, rel=1e-9)
+    # The same scope named by its ids is counted the same way; a scope within the floor is not.
+    ids = [document.pk for document in documents]
+    assert lexical.document_scores(terms, document_ids=ids).common_terms == {"pump"}
+    small = lexical.document_scores(terms, document_ids=ids[:2])
+    assert small.common_terms == frozenset() and small.document_frequency == {"pump": 1, "valv": 2}
+
+
+def test_a_query_of_common_terms_only_selects_no_document_and_keeps_its_name_weight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _common_world(monkeypatch)
+    found = lexical.document_scores(["pump"], document_ids=None, best=20)
+    assert found.scores == {} and found.common_terms == {"pump"} and found.considered == 6
+    # Counted only up to the cut-off, a common name is not damped as a rare one would be.
+    assert lexical.name_weights(["pump"], {"pump"}, found, share=1.0) == {}
