@@ -174,6 +174,8 @@ def lexical_documents(
     )
     best = sorted(found.scores.items(), key=lambda item: (-item[1], item[0]))
     detail["documents_in_scope"] = found.considered
+    if found.common_terms:  # past the common-term cut-off: counted, not scored (paths.lexical)
+        detail["common_terms"] = sorted(found.common_terms)
     term_weights: dict[str, float] = {}
     if query_settings.name_document_share > 0:
         share = query_settings.name_document_share

@@ -8,8 +8,11 @@ from collections.abc import Sequence
 import pytest
 
 from documents.models import Document, DocumentTerm, Node
+from retrieval.document_level import lexical_documents
 from retrieval.node_level import hybrid_similarity
 from retrieval.paths import lexical
+from retrieval.query_settings import QuerySettings
+from retrieval.scope import Scope
 from tests.factories import DocumentFactory
 from tests.plans import query_plan
 from tests.trees import Sec, sec, sec_text, sec_tree, tree_save
@@ -364,3 +367,15 @@ def test_a_query_of_common_terms_only_selects_no_document_and_keeps_its_name_wei
     assert found.scores == {} and found.common_terms == {"pump"} and found.considered == 6
     # Counted only up to the cut-off, a common name is not damped as a rare one would be.
     assert lexical.name_weights(["pump"], {"pump"}, found, share=1.0) == {}
+
+
+def test_the_lexical_path_report_names_the_common_terms(monkeypatch: pytest.MonkeyPatch) -> None:
+    documents, _ = _common_world(monkeypatch)
+    found = lexical_documents(
+        query="Which pump valve?",
+        passage_text="",
+        scope=Scope(document_ids=None, filters={}, visibility="all"),
+        query_settings=QuerySettings.from_settings(),
+    )
+    assert found.report.detail["common_terms"] == ["pump"]
+    assert set(found.scores) == {documents[0].pk, documents[1].pk}, "the valve documents only"
