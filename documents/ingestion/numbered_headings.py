@@ -25,6 +25,8 @@ NUMBERED = re.compile(
 _BEFORE_INLINE = frozenset('.:;!?)"\u201d]')
 # Longest line read whole as a numbered heading's title (see _numbered_title).
 _TITLE_LINE_SCAN = 2000
+# Words in capitals (two letters or more) right before a capitalised word that opens the clause.
+_CAPITALS_TITLE = re.compile(r"(?:[A-Z][A-Z&'\u2019/,-]*[A-Z][ \t]+){1,10}(?=[A-Z][a-z])")
 _TITLE_STOP = re.compile(r"[.:](?=\s)|\n|\r|[ \t\u00a0]{3,}")
 _SENTENCE_STARTERS = word_set(
     "The This These That Each Either Neither In If Any All Subject Upon Except Notwithstanding No "
@@ -206,6 +208,10 @@ def _numbered_title(
     if quoted or not candidate or candidate.split()[0] in _NOT_TITLE_OPENERS:
         return "", start  # '2.1 "Product" means ...', '3.1 Subject to ...': a clause, not a title
     if not is_titleish(candidate, max_words=12):
+        # "17. REGULATORY MATTERS Until execution of ...": a capitalised title before the clause.
+        caps = _CAPITALS_TITLE.match(text, start)
+        if caps and is_titleish(caps.group().strip(), max_words=12):
+            return clean_title(caps.group()), start + len(caps.group().rstrip())
         return "", start
     if body < end or not stop:
         return clean_title(candidate), body

@@ -171,6 +171,18 @@ def test_a_title_running_into_a_defined_term_keeps_its_heading() -> None:
     assert [h.label for h in headings] == ["1.", "1.1", "1.2", "2.", "2.1"]
 
 
+def test_a_title_in_capitals_that_runs_into_its_clause_is_kept() -> None:
+    """CUAD's Philips supply agreement: "17. REGULATORY MATTERS Until execution of ..." lost its
+    title and was named by a key phrase ("17. Governmental Authority")."""
+    text = (
+        f"16. EXPORT CONTROL. {BODY}\n\n17. REGULATORY MATTERS Until execution of the Quality Agreement, "
+        f"the following provision shall govern. {BODY}\n\n18. FDA Approval Each party files. {BODY}"
+    )
+    headings = _headings(text)
+    assert [h.title for h in headings] == ["16. EXPORT CONTROL", "17. REGULATORY MATTERS", "18. FDA Approval"]
+    assert text[headings[1].title_end :].startswith(" Until execution")
+
+
 def test_a_first_subclause_does_not_make_a_contents_list() -> None:
     """Four numbers within 80 characters read as a table of contents; a section's first subclause
     right after its title is no entry of such a list (CUAD: "6.5 [Redacted] 6.6 [Redacted]

@@ -243,7 +243,8 @@ def test_a_cuad_supply_agreement_keeps_its_headings_as_titles() -> None:
     """CUAD's Philips supply agreement, inline headings with run-in first subclauses: before,
     "10. INDEMNIFICATION AND LIMITATION OF LIABILITY 10.1 Indemnification by Philips (i)",
     "14. CONFIDENTIALITY 14.1 Confidential", "18. Transmission and Arun Menawat" (its heading is
-    "18. MISCELLANEOUS"), a preamble called "Manufacturing process"."""
+    "18. MISCELLANEOUS"), "17. Governmental Authority" ("17. REGULATORY MATTERS Until ..."), a
+    preamble called "Manufacturing process"."""
     text = _contract("22")
     assert "18. MISCELLANEOUS 18.1" in text and "14. CONFIDENTIALITY 14.1 Confidential" in text
     root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens)
@@ -256,6 +257,7 @@ def test_a_cuad_supply_agreement_keeps_its_headings_as_titles() -> None:
         "10. INDEMNIFICATION AND LIMITATION OF LIABILITY",
         "13. INTELLECTUAL PROPERTY RIGHTS",
         "14. CONFIDENTIALITY",
+        "17. REGULATORY MATTERS",
         "18. MISCELLANEOUS",
     ):
         assert expected in sections, _report(root, text)
