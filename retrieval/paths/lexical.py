@@ -226,9 +226,11 @@ def document_scores(
     scope_sql, scope_params = searchable_documents_sql(document_ids)
     term_table = connection.ops.quote_name(DocumentTerm._meta.db_table)
     limit = "" if best is None else f" LIMIT {int(best)}"
-    # A scope no larger than the cut-off's floor has no common term: its query skips the count.
+    # A scope no larger than the cut-off's floor has no common term: its query is the exhaustive
+    # one, unchanged (every collection of the benchmarks).
     small = document_ids is not None and len(document_ids) <= COMMON_TERM_MIN_DOCUMENTS
-    selecting, common, common_params = "%s", "", []
+    selecting, cutoff, common, common_params = "%s", "", "", []
+    cutoff_params: list[Any] = []
     if not small:
         # Each term's postings in scope are counted up to the cut-off and no further (the scope's
         # ids hashed once), and only when the scope is larger than the cut-off (else no term can
@@ -242,12 +244,15 @@ def document_scores(
             "common AS (SELECT term, held FROM counted CROSS JOIN stats WHERE held > cutoff), "
         )
         common_params = [list(terms)]
+        cutoff, cutoff_params = (
+            ", greatest(%s, ceil(%s * count(*)))::int AS cutoff",
+            [COMMON_TERM_MIN_DOCUMENTS, COMMON_TERM_SHARE],
+        )
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH scope (id, length) AS MATERIALIZED ({scope_sql}), "
-            "stats AS MATERIALIZED (SELECT count(*) AS considered, "
-            "          coalesce(nullif(avg(length), 0), 1)::float8 AS average, "
-            "          greatest(%s, ceil(%s * count(*)))::int AS cutoff FROM scope), "
+            "stats AS (SELECT count(*) AS considered, "
+            f"          coalesce(nullif(avg(length), 0), 1)::float8 AS average{cutoff} FROM scope), "
             f"{common}"
             "postings AS MATERIALIZED ("
             f"  SELECT t.document_id, t.term, t.frequency::float8 AS tf, s.length::float8 AS length "
@@ -264,7 +269,7 @@ def document_scores(
             + ("UNION ALL SELECT 'common', NULL, held, term FROM common " if common else "")
             + "UNION ALL SELECT 'scope', NULL, considered, NULL FROM stats",
             [
-                *scope_params, COMMON_TERM_MIN_DOCUMENTS, COMMON_TERM_SHARE, *common_params,
+                *scope_params, *cutoff_params, *common_params,
                 list(terms), K1, K1, B, B,
             ],
         )  # fmt: skip

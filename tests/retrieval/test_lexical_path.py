@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from documents.models import Document, DocumentTerm, Node
 from retrieval.document_level import lexical_documents
@@ -355,8 +357,10 @@ def test_common_terms_are_counted_not_scored_and_rare_terms_rank_as_bm25(
     # The same scope named by its ids is counted the same way; a scope within the floor is not.
     ids = [document.pk for document in documents]
     assert lexical.document_scores(terms, document_ids=ids).common_terms == {"pump"}
-    small = lexical.document_scores(terms, document_ids=ids[:2])
+    with CaptureQueriesContext(connection) as queries:
+        small = lexical.document_scores(terms, document_ids=ids[:2])
     assert small.common_terms == frozenset() and small.document_frequency == {"pump": 1, "valv": 2}
+    assert "counted" not in queries[-1]["sql"], "a scope within the floor runs the exhaustive query"
 
 
 def test_a_query_of_common_terms_only_selects_no_document_and_keeps_its_name_weight(
