@@ -1,16 +1,27 @@
-"""Flat baselines for ``bench-retrieval``: every document cut into 128-token chunks, ranked by
-BM25 (bm25s) or by dense similarity (the configured embedder), packed into the budget.
+"""Flat baselines and peers for ``bench-retrieval``: every document cut into chunks, ranked by
+BM25 (bm25s), by dense similarity (the configured embedder) or by both fused, packed into the budget.
 
-Chunking. Consecutive exact slices of the document (so character offsets hold), each at most
-``CHUNK_TOKENS`` cl100k tokens by ``openfable.tokens.count_tokens``. The cut is the engine's own
+The flat baselines (``bm25``, ``dense``) cut 128-token chunks. The peers are the pipelines the
+popular frameworks ship by default (``PEERS``): ``hybrid-256`` and ``hybrid-512`` cut 256- and
+512-token chunks overlapping by ~15 % (LangChain's and LlamaIndex's splitters overlap), rank them by
+BM25 and by dense similarity and fuse the two rankings by reciprocal rank fusion, k = 60
+(``reciprocal_rank_fusion``: LangChain's EnsembleRetriever, Elasticsearch's and Weaviate's hybrid
+search). ``parent-child`` (in ``retrieval``) ranks the engine's own leaves so and returns their
+parent sections. One chunker and one packer for all of them.
+
+Chunking. Exact slices of the document (so character offsets hold), each at most ``max_tokens``
+cl100k tokens by ``openfable.tokens.count_tokens``. The cut is the engine's own
 ``truncate_to_tokens``: a token boundary, backed off to the last whitespace when that is within a
 few dozen characters, so words stay whole (the reference implementation cuts at bare token
-boundaries, splitting words). Whitespace between chunks belongs to neither; a chunk that would be
-only whitespace is dropped.
+boundaries, splitting words). Without overlap the chunks are consecutive and the whitespace
+between them belongs to neither; with ``overlap_tokens`` each chunk after the first starts at the
+word where the previous chunk's last ``overlap_tokens`` tokens begin. A chunk that would be only
+whitespace is dropped.
 
-Packing (both baselines). Chunks are taken in rank order while they fit the budget; one that does
-not fit is skipped and the next ones are still tried. BM25 never returns a chunk that shares no
-term with the query (score 0): it carries no evidence, only filler.
+Packing (all of them). Items are taken in rank order while they fit the budget; one that does
+not fit is skipped and the next ones are still tried, as a framework's top-k cut to a token budget
+does (overlapping chunks are both taken, as the frameworks return them). BM25 never returns a
+chunk that shares no term with the query (score 0): it carries no evidence, only filler.
 
 Dense embeddings of the chunks (and of the queries) are cached under
 ``<DATA_DIR>/bench-cache/<sha256 of model + kind + texts>.npy``: re-running the benchmark does not
@@ -21,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,8 +44,24 @@ import numpy as np
 from openfable.tokens import count_tokens, truncate_to_tokens
 
 CHUNK_TOKENS = 128
+RRF_K = 60  # reciprocal rank fusion's constant, as Cormack et al. and the frameworks set it
+PEER_OVERLAP = 0.15  # the share of a peer's chunk that the next chunk repeats
 _CHARS_PER_TOKEN_WINDOW = 12  # a window this many chars per token almost always holds enough tokens
 _EMBED_GROUP = 256  # texts per progress line while embedding
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """A hybrid peer: chunks of ``chunk_tokens``, the next one repeating ``overlap_tokens``."""
+
+    chunk_tokens: int
+
+    @property
+    def overlap_tokens(self) -> int:
+        return round(self.chunk_tokens * PEER_OVERLAP)
+
+
+PEERS = {"hybrid-256": Peer(256), "hybrid-512": Peer(512)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +73,11 @@ class FlatChunk:
     token_count: int
 
 
-def chunk_spans(text: str, max_tokens: int = CHUNK_TOKENS) -> list[tuple[int, int]]:
-    """(start, end) character spans of consecutive chunks of at most ``max_tokens`` tokens."""
+def chunk_spans(text: str, max_tokens: int = CHUNK_TOKENS, overlap_tokens: int = 0) -> list[tuple[int, int]]:
+    """(start, end) character spans of chunks of at most ``max_tokens`` tokens, each after the first
+    starting ``overlap_tokens`` tokens (to the word) before the previous one ends."""
+    if not 0 <= overlap_tokens < max_tokens:
+        raise ValueError(f"overlap_tokens must be from 0 to {max_tokens - 1}, not {overlap_tokens}")
     spans: list[tuple[int, int]] = []
     start = _skip_space(text, 0)
     while start < len(text):
@@ -61,8 +92,25 @@ def chunk_spans(text: str, max_tokens: int = CHUNK_TOKENS) -> list[tuple[int, in
         cut = cut or piece[:1]  # never stall (a single character always fits one token)
         end = start + len(cut)
         spans.append((start, end))
-        start = _skip_space(text, end)
+        following = _skip_space(text, end)
+        if overlap_tokens and following < len(text):
+            following = _overlap_start(text, start, end, overlap_tokens) or following
+        start = following
     return spans
+
+
+def _overlap_start(text: str, start: int, end: int, overlap_tokens: int) -> int | None:
+    """The latest word start after ``start`` from which ``text[...:end]`` holds at least
+    ``overlap_tokens`` tokens; None when there is none (the next chunk then starts afresh)."""
+    words = [start + found.start() for found in re.finditer(r"\S+", text[start:end])][1:]
+    low, high, best = 0, len(words) - 1, None
+    while low <= high:  # tokens from a word on only shrink as the word moves right
+        middle = (low + high) // 2
+        if count_tokens(text[words[middle] : end]) >= overlap_tokens:
+            best, low = words[middle], middle + 1
+        else:
+            high = middle - 1
+    return best
 
 
 def _skip_space(text: str, index: int) -> int:
@@ -71,29 +119,57 @@ def _skip_space(text: str, index: int) -> int:
     return index
 
 
-def chunk_documents(documents: Iterable[tuple[Any, str]], max_tokens: int = CHUNK_TOKENS) -> list[FlatChunk]:
+def chunk_documents(
+    documents: Iterable[tuple[Any, str]], max_tokens: int = CHUNK_TOKENS, overlap_tokens: int = 0
+) -> list[FlatChunk]:
     """Every (doc_id, content) cut into chunks, documents in the order given."""
     chunks = []
     for key, content in documents:
-        for start, end in chunk_spans(content, max_tokens):
+        for start, end in chunk_spans(content, max_tokens, overlap_tokens):
             text = content[start:end]
             chunks.append(FlatChunk(key, start, end, text, count_tokens(text)))
     return chunks
 
 
-def pack_ranked(order: Iterable[int], token_counts: Sequence[int], budget: int) -> list[int]:
-    """Indices taken in ``order`` while they fit ``budget``; a misfit is skipped, not a stop."""
-    chosen = []
+def pack_ranked(
+    order: Iterable[int],
+    token_counts: Sequence[int],
+    budget: int,
+    *,
+    inside: Sequence[int | None] | None = None,
+) -> list[int]:
+    """Indices taken in ``order`` while they fit ``budget``; a misfit is skipped, not a stop.
+
+    ``inside[i]``: the index of the item that holds item ``i`` (a leaf's parent section), or None;
+    an item whose holder was taken is skipped, and so is one taken already."""
+    chosen: list[int] = []
+    taken: set[int] = set()
     left = budget
     smallest = min(token_counts, default=0)
     for index in order:
+        index = int(index)
+        holder = inside[index] if inside is not None else None
+        if index in taken or (holder is not None and holder in taken):
+            continue
         cost = token_counts[index]
         if cost <= left:
-            chosen.append(int(index))
+            chosen.append(index)
+            taken.add(index)
             left -= cost
             if left < smallest:
                 break
     return chosen
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[int] | np.ndarray], k: int = RRF_K) -> np.ndarray:
+    """The items of ``rankings`` (each best first) by their summed 1 / (k + rank), rank from 1;
+    ties in the order the items first appear. An item absent from a ranking gets nothing from it."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, index in enumerate(np.asarray(ranking, dtype=np.int64).tolist(), 1):
+            scores[index] = scores.get(index, 0.0) + 1.0 / (k + rank)
+    # dicts keep insertion order and sorted() is stable: equal scores stay in first-seen order
+    return np.asarray(sorted(scores, key=lambda index: -scores[index]), dtype=np.int64)
 
 
 def bm25_tokenize(texts: Sequence[str]) -> list[list[str]]:
