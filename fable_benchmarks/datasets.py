@@ -27,6 +27,7 @@ class DatasetDocument:
     title: str  # company_name, else the doc_id
     content: str  # "" for a file: its text is what the job extracts from it
     file: Path | None = None  # the original (a PDF, Word or HTML file), uploaded as it is
+    domain: str = ""  # "Finance", "Law", "Medical", "Contracts": what kind of names it goes by
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,14 @@ def read_documents(path: Path, limit: int = 0) -> list[DatasetDocument]:
                 '(DragonBall format: {"doc_id", "company_name", "content"})'
             )
         title = str(record.get("company_name") or record["doc_id"] or "")
-        documents.append(DatasetDocument(doc_id=record["doc_id"], title=title, content=record["content"]))
+        documents.append(
+            DatasetDocument(
+                doc_id=record["doc_id"],
+                title=title,
+                content=record["content"],
+                domain=str(record.get("domain") or ""),
+            )
+        )
     return documents
 
 
