@@ -24,7 +24,7 @@ def _write(path: Path, *lines: str) -> Path:
     return path
 
 
-def test_read_documents_takes_the_title_from_the_company_then_the_id(tmp_path: Path) -> None:
+def test_read_documents_takes_the_title_from_the_company_then_the_id_and_keeps_the_domain(tmp_path: Path) -> None:
     path = _write(
         tmp_path / "docs.jsonl",
         json.dumps({"doc_id": 1, "company_name": "Acme", "content": "Acme text."}),
@@ -34,7 +34,7 @@ def test_read_documents_takes_the_title_from_the_company_then_the_id(tmp_path: P
     )
     assert read_documents(path) == [
         DatasetDocument(doc_id=1, title="Acme", content="Acme text."),
-        DatasetDocument(doc_id="c-2", title="c-2", content="Contract text."),
+        DatasetDocument(doc_id="c-2", title="c-2", content="Contract text.", domain="law"),
         DatasetDocument(doc_id=3, title="3", content="Third."),
     ]
     assert [document.doc_id for document in read_documents(path, limit=2)] == [1, "c-2"]
