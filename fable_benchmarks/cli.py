@@ -69,8 +69,14 @@ def register(subparsers: Any) -> None:
     bench.add_argument(
         "--modes",
         default="",
-        help="comma-separated methods among ceiling, oracle, bm25, dense, vector, bipath, llm "
-        "(default: all; bipath and llm only with an LLM configured)",
+        help="comma-separated methods among ceiling, oracle, bm25, dense, hybrid-256, hybrid-512, "
+        "parent-child, vector (and its ablations), bipath, llm (default: all; bipath and llm only with an "
+        "LLM configured; with --scoped the engine's vector mode alone)",
+    )
+    bench.add_argument(
+        "--scoped",
+        action="store_true",
+        help="each single-document query without its document's name, filtered to that document",
     )
     bench.add_argument("--max-queries", type=int, default=0, help="stratified sample by query type (0: all)")
     bench.add_argument(
@@ -315,6 +321,7 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
         collection_slug=options.get("collection") or "",
         files_path=options.get("files"),
         limit=options.get("limit") or 0,
+        scoped=bool(options.get("scoped")),
         log=_log,
     )
     if options.get("json_path"):

@@ -14,7 +14,13 @@ from typing import Any
 
 from fable_benchmarks.ingest import IngestBenchRow
 from fable_benchmarks.large_document import LargeDocumentRow
-from fable_benchmarks.retrieval import REFERENCE_METHODS, TYPE_TABLE_BUDGETS
+from fable_benchmarks.retrieval import (
+    BASELINE_METHODS,
+    ENGINE_MODES,
+    PEER_METHODS,
+    REFERENCE_METHODS,
+    TYPE_TABLE_BUDGETS,
+)
 
 
 def write_json(report: dict[str, Any], path: Path) -> None:
@@ -92,6 +98,13 @@ def format_retrieval(report: dict[str, Any]) -> str:
         f"({report['queries_without_references']} without references skipped); budgets in cl100k tokens.",
         "",
     ]
+    if scoped := report.get("scoped"):
+        lines += [
+            f"Scoped: each single-document query without its document's name, filtered to that document; "
+            f"{scoped['queries']} of the {scoped['sampled']} sampled queries "
+            f"({scoped['multi_document_left_out']} multi-document ones left out), {scoped['rewritten']} rewritten.",
+            "",
+        ]
     for key, title in (
         ("recall", "Recall (%)"),
         ("eir", "EIR (%)"),
@@ -100,6 +113,7 @@ def format_retrieval(report: dict[str, Any]) -> str:
         lines += [f"### {title}", ""]
         rows = [[method] + [percent(results[method][b][key]) for b in budgets] for method in methods]
         lines += [*markdown_table(["method", *labels], rows), ""]
+    lines += _format_margins(results, budgets, labels)
     lines += ["### Tokens returned (mean)", ""]
     rows = [[method] + [f"{results[method][b]['mean_tokens']:.0f}" for b in budgets] for method in methods]
     lines += [*markdown_table(["method", *labels], rows), ""]
@@ -176,6 +190,24 @@ def format_retrieval(report: dict[str, Any]) -> str:
         rows = [[stage, f"{v['p50']:.1f}", f"{v['p95']:.1f}"] for stage, v in by_stage.items()]
         lines += [*markdown_table(["stage", "p50", "p95"], rows), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _format_margins(results: dict[str, Any], budgets: list[str], labels: list[str]) -> list[str]:
+    """Each engine mode's recall against the best of the baselines and peers run, per budget."""
+    peers = [m for m in results if m in (*BASELINE_METHODS, *PEER_METHODS)]
+    engines = [m for m in results if m in ENGINE_MODES]
+    if not peers or not engines:
+        return []
+    lines = ["### The engine's margin over the best peer (recall, points)", ""]
+    rows = []
+    for label, budget in zip(labels, budgets, strict=True):
+        best = max(peers, key=lambda m: results[m][budget]["recall"])
+        best_recall = results[best][budget]["recall"]
+        rows.append(
+            [label, f"{best} {percent(best_recall)}"]
+            + [f"{100 * (results[m][budget]['recall'] - best_recall):+.1f}" for m in engines]
+        )
+    return [*lines, *markdown_table(["budget", "best peer", *engines], rows), ""]
 
 
 def _format_files(report: dict[str, Any], budgets: list[str], labels: list[str]) -> list[str]:

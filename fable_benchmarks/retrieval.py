@@ -12,6 +12,12 @@ ingestion, or else through their content). Then, per budget:
 - ``oracle``: the engine's own leaves that hold at least one reference sentence of the query,
   packed smallest first into the budget: the best any ranking over these leaves could do;
 - ``bm25`` / ``dense``: flat 128-token chunks (see ``baselines``), same embedding model;
+- the peers, the pipelines the popular frameworks ship by default (see ``baselines`` and
+  ``peers``), same embedding model, packed greedily by score: ``hybrid-256`` / ``hybrid-512``
+  (BM25 and dense over 256- / 512-token chunks overlapping by ~15 %, fused by reciprocal rank
+  fusion, k = 60) and ``parent-child`` (the engine's leaves ranked so, their parent sections
+  returned). No ``hybrid-512-rerank``: no registry package ships a cross-encoder's weights (the
+  ones that rerank download them from a model hub at run time, which this benchmark cannot);
 - ``vector`` (and ``bipath``, ``llm`` with an LLM configured): ``retrieval.services.retrieve``
   over the collection, without the query cache; the ablations that show what a part adds:
   ``vector-no-lexical`` (vector mode with the lexical path turned off), ``vector-whole-query``
@@ -32,6 +38,12 @@ report adds the extraction ceiling (the share of gold references whose every sen
 extracted text of their document), the upload path's extraction time per page, and the extractor's
 own pages per second and peak memory in a fresh process (``bench-extract``'s measure).
 
+Scoped (``scoped=True``, ``--scoped``): each single-document query asked as a person asks it on
+its document's page, without the name of the document and the clause that cites it
+(``scoped.scoped_query``), and filtered to its gold document (``documents=[id]`` for the engine,
+that document's chunks and leaves for the others; ``ceiling`` is that document whole). The
+queries are sampled as without it (``max_queries``), then the multi-document ones are left out.
+
 Recall and EIR are RAGEval's (see ``metrics``). Queries without references are skipped and
 counted. Beside them: "right document found" (share of the query's gold documents from which at
 least one chunk came back) and, per missed reference, whether its document was not retrieved at all
@@ -49,9 +61,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 
-from documents.ingestion.tree import LEAF
+from documents.ingestion.tree import LEAF, ROOT
 from documents.models import Collection
 from documents.selectors import collection_get, document_list, document_nodes
 from documents.services.documents import collection_create, collection_delete
@@ -74,6 +87,8 @@ from fable_benchmarks.metrics import (
     score_sentences,
 )
 from fable_benchmarks.passage_cache import CachedPassageEmbedder
+from fable_benchmarks.peers import ChunkIndex, ParentChild
+from fable_benchmarks.scoped import document_names, scoped_query
 from openfable.embeddings import get_embedder
 from openfable.errors import NotFoundError
 from openfable.llm import llm_configured
@@ -85,6 +100,8 @@ from retrieval.services import retrieve
 DEFAULT_BUDGETS = (500, 1000, 2000, 4000, 8000)
 REFERENCE_METHODS = ("ceiling", "oracle")
 BASELINE_METHODS = ("bm25", "dense")
+PARENT_CHILD = "parent-child"
+PEER_METHODS = (*baselines.PEERS, PARENT_CHILD)  # what a user would pick instead of the engine
 # Engine methods: retrieve() in a mode, with the query's settings changed for an ablation (the
 # fields of retrieval.query_settings.QuerySettings that change). "vector-no-lexical" is vector
 # mode without the lexical path, "vector-whole-query" without the passage query (see
@@ -104,7 +121,9 @@ ENGINE_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "llm": ("llm", {}),
 }
 ENGINE_MODES = tuple(ENGINE_METHODS)
-ALL_METHODS = (*REFERENCE_METHODS, *BASELINE_METHODS, *ENGINE_MODES)
+ALL_METHODS = (*REFERENCE_METHODS, *BASELINE_METHODS, *PEER_METHODS, *ENGINE_MODES)
+# --scoped by default: the engine as it is against the rest (the ablations only when asked for).
+SCOPED_METHODS = (*REFERENCE_METHODS, *BASELINE_METHODS, *PEER_METHODS, "vector")
 TYPE_TABLE_BUDGETS = (1000, 4000)  # per-query-type recall is shown at these (when run)
 
 Log = Callable[[str], None]
@@ -188,6 +207,12 @@ class PreparedQuery:
     sentences: list[tuple[str, ...]]  # per non-blank reference
     home: list[Any]  # per reference: the doc_id holding all its sentences, None when none does
     gold_documents: frozenset[Any]  # the query's doc_ids present in the corpus
+    asked: str = ""  # the text every method is asked: the query's, or its scoped rewriting
+    within: Any = None  # scoped: the doc_id every method is filtered to
+
+    @property
+    def text(self) -> str:
+        return self.asked or self.query.text
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -204,18 +229,24 @@ def bench_retrieval(
     collection_slug: str = "",
     files_path: Path | None = None,
     limit: int = 0,
+    scoped: bool = False,
     log: Log | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and return every number (the JSON report; ``report.format_retrieval``
     prints it). With ``files_path`` the documents are also ingested from their files and the
     methods run on both, matching on normalised text (see the module's docstring). ``limit``:
-    the first documents only, and the queries about them."""
+    the first documents only, and the queries about them. ``scoped``: each single-document
+    query without its document's name, filtered to that document (see the module's docstring)."""
     say: Log = log or (lambda message: None)
     if files_path is not None and collection_slug:
         raise BenchInputError("--files ingests the files now: leave out --collection")
+    if files_path is not None and scoped:
+        raise BenchInputError("--scoped runs on the text documents: leave out --files")
     llm = llm_configured()
     if methods is None:
-        methods = [m for m in ALL_METHODS if llm or m not in ("bipath", "llm")]
+        methods = (
+            list(SCOPED_METHODS) if scoped else [m for m in ALL_METHODS if llm or m not in ("bipath", "llm")]
+        )
     records = read_documents(docs_path, limit)
     contents = {record.doc_id: record.content for record in records}
     all_queries = read_queries(queries_path)
@@ -225,11 +256,25 @@ def bench_retrieval(
     answerable = [query for query in all_queries if query.references]
     queries = stratified_sample(answerable, max_queries)
     say(f"{len(queries)} queries with references ({len(all_queries) - len(answerable)} without, skipped)")
+    sampled = len(queries)
+    if scoped:
+        queries = [query for query in queries if len(query.doc_ids) == 1 and query.doc_ids[0] in contents]
+        say(f"--scoped: {len(queries)} single-document queries ({sampled - len(queries)} left out)")
 
     split = SentenceSplitter()
     match: Match = normalise if files_path is not None else _exact
     matched = _matched(contents, match)
     prepared = [_prepare(query, split, matched, match) for query in queries]
+    if scoped:
+        names = {
+            record.doc_id: document_names(domain=record.domain, title=record.title, content=record.content)
+            for record in records
+        }
+        prepared = [
+            replace(item, asked=scoped_query(item.query.text, names[item.query.doc_ids[0]]),
+                    within=item.query.doc_ids[0])
+            for item in prepared
+        ]  # fmt: skip
     collection, pk_to_doc, ingestion = collection_for(
         records, collection_slug=collection_slug, needed=methods, say=say
     )
@@ -247,6 +292,13 @@ def bench_retrieval(
         "ingestion": ingestion,
         "matching": "normalised" if files_path is not None else "exact",
     }
+    if scoped:
+        report["scoped"] = {
+            "sampled": sampled,
+            "queries": len(prepared),
+            "multi_document_left_out": sampled - len(prepared),
+            "rewritten": sum(item.text != item.query.text for item in prepared),
+        }
     try:
         cells, latency = _run_methods(
             prepared, methods=methods, budgets=budgets, contents=contents, collection=collection,
@@ -268,7 +320,11 @@ def bench_retrieval(
     report["latency_ms"] = latency
     # Per query, for digging into differences between methods (not printed).
     report["query_details"] = {
-        str(item.query.query_id): {"type": item.query.query_type, "doc_ids": list(item.query.doc_ids)}
+        str(item.query.query_id): {
+            "type": item.query.query_type,
+            "doc_ids": list(item.query.doc_ids),
+            **({"asked": item.text} if item.text != item.query.text else {}),
+        }
         for item in prepared
     }
     report["per_query"] = {
@@ -325,7 +381,7 @@ def _from_files(
     upload path, the extraction ceiling, and every method that needs no flat chunks."""
     titles = {record.doc_id: record.title for record in records}
     items = [item for item in read_file_documents(files_path, titles=titles) if item.doc_id in titles]
-    methods = [method for method in methods if method not in BASELINE_METHODS]
+    methods = [method for method in methods if method not in (*BASELINE_METHODS, *baselines.PEERS)]
     say(f"files: uploading {len(items)} files from {files_path}")
     collection, pk_to_doc, ingestion = _ingest(items, say)
     out: dict[str, Any] = {"files": str(files_path), "documents": len(items), "methods": methods}
@@ -410,7 +466,7 @@ def collection_for(
         if missing:
             say(f"warning: {missing} of the {len(known)} documents are not in collection {collection_slug}")
         return collection, pk_to_doc, {"reused": True, "documents": len(pk_to_doc), "missing": missing}
-    if not any(method in needed for method in ("oracle", *ENGINE_MODES)):
+    if not any(method in needed for method in ("oracle", PARENT_CHILD, *ENGINE_MODES)):
         return None, {}, {"skipped": "no method needs the engine"}
     return _ingest(records, say)
 
@@ -480,59 +536,93 @@ def _run_methods(
     cells: dict[tuple[str, int], Cell] = defaultdict(Cell)
     timings: dict[str, list[float]] = defaultdict(list)
     stages: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    doc_to_pk = {doc: pk for pk, doc in pk_to_doc.items() if doc is not None}
 
-    documents_whole = list(_matched(contents, match).values())
+    matched = _matched(contents, match)
+    documents_whole = list(matched.values())
     corpus_tokens = 0
+    document_tokens: dict[Any, int] = {}
     if "ceiling" in methods:
-        corpus_tokens = sum(count_tokens(text) for text in documents_whole)
+        document_tokens = {doc: count_tokens(text) for doc, text in matched.items()}
+        corpus_tokens = sum(document_tokens.values())
     leaves: list[tuple[Any, str, int]] = (
         [(doc, match(text), tokens) for doc, text, tokens in _leaves(collection, pk_to_doc)]
         if "oracle" in methods
         else []
     )
 
-    chunks: list[baselines.FlatChunk] = []
-    if any(method in methods for method in BASELINE_METHODS):
-        chunks = baselines.chunk_documents(contents.items())
-        say(f"{len(chunks)} flat chunks of <= {baselines.CHUNK_TOKENS} tokens")
-    chunk_tokens = [chunk.token_count for chunk in chunks]
-    bm25 = baselines.BM25Ranker([chunk.text for chunk in chunks]) if "bm25" in methods else None
-    dense = None
-    query_vectors = None
-    if "dense" in methods:
-        embedder = get_embedder()
-        cache_dir = Path(settings.DATA_DIR) / "bench-cache"
-        matrix = baselines.cached_embeddings(
-            embedder, [chunk.text for chunk in chunks], kind="passage", cache_dir=cache_dir, log=say
+    cache_dir = Path(settings.DATA_DIR) / "bench-cache"
+    needs_vectors = any(m in methods for m in ("dense", *PEER_METHODS))
+    embedder = get_embedder() if needs_vectors else None
+    query_vectors = (
+        baselines.cached_embeddings(
+            embedder, [item.text for item in prepared], kind="query", cache_dir=cache_dir, log=say
         )
-        dense = baselines.DenseRanker(matrix)
-        query_vectors = baselines.cached_embeddings(
-            embedder, [item.query.text for item in prepared], kind="query", cache_dir=cache_dir, log=say
-        )
+        if embedder is not None
+        else None
+    )
 
-    def flat(indices: list[int]) -> Retrieved:
-        picked = [chunks[index] for index in indices]
-        return Retrieved(
-            [chunk.text for chunk in picked],
-            {chunk.document for chunk in picked},
-            sum(chunk.token_count for chunk in picked),
-        )
+    def chunk_index(size: int, overlap: int, *, lexical: bool, dense: bool) -> ChunkIndex:
+        chunks = baselines.chunk_documents(contents.items(), size, overlap)
+        say(f"{len(chunks)} chunks of <= {size} tokens, {overlap} overlapping")
+        texts = [chunk.text for chunk in chunks]
+        vectors = None
+        if dense and embedder is not None:
+            vectors = baselines.cached_embeddings(
+                embedder, texts, kind="passage", cache_dir=cache_dir, log=say
+            )
+        return ChunkIndex(
+            texts=texts, owners=[chunk.document for chunk in chunks],
+            token_counts=[chunk.token_count for chunk in chunks], vectors=vectors, lexical=lexical,
+        )  # fmt: skip
+
+    flat = None
+    if any(method in methods for method in BASELINE_METHODS):
+        flat = chunk_index(baselines.CHUNK_TOKENS, 0, lexical="bm25" in methods, dense="dense" in methods)
+    peers = {
+        name: chunk_index(peer.chunk_tokens, peer.overlap_tokens, lexical=True, dense=True)
+        for name, peer in baselines.PEERS.items()
+        if name in methods
+    }
+    parent_child = (
+        _parent_child(collection, pk_to_doc, embedder=embedder) if PARENT_CHILD in methods else None
+    )
+
+    def ranked(index: ChunkIndex | ParentChild, order: Sequence[int] | np.ndarray) -> dict[int, Retrieved]:
+        """What packing ``order`` gives at each budget."""
+        items = index.items if isinstance(index, ParentChild) else index
+        inside = index.items.inside if isinstance(index, ParentChild) else None
+        out = {}
+        for budget in budgets:
+            picked = baselines.pack_ranked(order, items.token_counts, budget, inside=inside)
+            out[budget] = Retrieved(
+                [items.texts[i] for i in picked],
+                {items.owners[i] for i in picked},
+                sum(items.token_counts[i] for i in picked),
+            )
+        return out
 
     engine_modes = [method for method in methods if method in ENGINE_MODES]
     if engine_modes:
         get_embedder().embed_query("warm up")  # the model's load time is not query latency
     started = time.perf_counter()
     for number, item in enumerate(prepared, 1):
+        within = item.within
+        vector = query_vectors[number - 1] if query_vectors is not None else None
         if "ceiling" in methods:
-            whole = Retrieved(documents_whole, set(contents), corpus_tokens)
-            whole_score = score_sentences(item.sentences, documents_whole)  # the same at every budget
+            if within is None:
+                whole = Retrieved(documents_whole, set(contents), corpus_tokens)
+            else:
+                whole = Retrieved([matched[within]], {within}, document_tokens[within])
+            whole_score = score_sentences(item.sentences, whole.texts)  # the same at every budget
             for budget in budgets:
                 _record(cells["ceiling", budget], item, whole, score=whole_score)
         if "oracle" in methods:
             useful = [
                 leaf
                 for leaf in leaves
-                if any(s in leaf[1] for reference in item.sentences for s in reference)
+                if (within is None or leaf[0] == within)
+                and any(s in leaf[1] for reference in item.sentences for s in reference)
             ]
             useful.sort(key=lambda leaf: leaf[2])
             for budget in budgets:
@@ -545,34 +635,36 @@ def _run_methods(
                     item,
                     Retrieved([p[1] for p in picked], {p[0] for p in picked}, sum(p[2] for p in picked)),
                 )
-        if bm25 is not None:
+        orders: dict[str, tuple[ChunkIndex | ParentChild, Sequence[int] | np.ndarray]] = {}
+        if flat is not None and "bm25" in methods:
             tick = time.perf_counter()
-            order = bm25.rank(item.query.text)
+            orders["bm25"] = (flat, flat.bm25_order(item.text, within))
             timings["bm25 (rank)"].append((time.perf_counter() - tick) * 1000)
-            for budget in budgets:
-                _record(
-                    cells["bm25", budget],
-                    item,
-                    flat(baselines.pack_ranked(order, chunk_tokens, budget)),
-                    match,
-                )
-        if dense is not None and query_vectors is not None:
+        if flat is not None and "dense" in methods and vector is not None:
             tick = time.perf_counter()
-            order = dense.rank(query_vectors[number - 1])
+            orders["dense"] = (flat, flat.dense_order(vector, within))
             timings["dense (rank)"].append((time.perf_counter() - tick) * 1000)
-            for budget in budgets:
-                _record(
-                    cells["dense", budget],
-                    item,
-                    flat(baselines.pack_ranked(order, chunk_tokens, budget)),
-                    match,
-                )
+        for name, peer in peers.items():
+            if vector is not None:
+                tick = time.perf_counter()
+                orders[name] = (peer, peer.hybrid_order(item.text, vector, within))
+                timings[f"{name} (rank)"].append((time.perf_counter() - tick) * 1000)
+        if parent_child is not None and vector is not None:
+            tick = time.perf_counter()
+            orders[PARENT_CHILD] = (parent_child, parent_child.order(item.text, vector, within))
+            timings[f"{PARENT_CHILD} (rank)"].append((time.perf_counter() - tick) * 1000)
+        for name, (index, order) in orders.items():
+            for budget, retrieved in ranked(index, order).items():
+                _record(cells[name, budget], item, retrieved, match)
         for mode in engine_modes:
             for budget in budgets:
                 cell = cells[mode, budget]
                 tick = time.perf_counter()
                 try:
-                    result = _engine_retrieve(item.query.text, budget, mode, collection)
+                    result = _engine_retrieve(
+                        item.text, budget, mode, collection,
+                        documents=[doc_to_pk[within]] if within is not None else None,
+                    )  # fmt: skip
                 except RetrievalInputError as error:  # counted, scored as nothing found
                     cell.errors += 1
                     say(f"{mode} query {item.query.query_id} at {budget}: {error}")
@@ -607,13 +699,21 @@ def _percentiles(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def _engine_retrieve(query: str, budget: int, method: str, collection: Collection | None) -> RetrievalResult:
+def _engine_retrieve(
+    query: str,
+    budget: int,
+    method: str,
+    collection: Collection | None,
+    *,
+    documents: Sequence[int] | None = None,
+) -> RetrievalResult:
     mode, changes = ENGINE_METHODS[method]
     return retrieve(
         query=query,
         token_budget=budget,
         mode=mode,
         collection=collection.slug if collection is not None else None,
+        documents=documents,
         use_cache=False,  # a benchmark measures the engine, not the cache
         query_settings=replace(QuerySettings.from_settings(), **changes),
     )
@@ -630,6 +730,44 @@ def _leaves(collection: Collection | None, pk_to_doc: dict[int, Any]) -> list[tu
             (pk_to_doc.get(document.pk), content, tokens or count_tokens(content)) for content, tokens in rows
         ]
     return leaves
+
+
+def _parent_child(collection: Collection | None, pk_to_doc: dict[int, Any], *, embedder: Any) -> ParentChild:
+    """``parent-child`` over the collection's tree: its leaves with the vectors the engine stored
+    for them (the same model), each leaf's parent section (None under the root) as its text."""
+    texts: list[str] = []
+    owners: list[Any] = []
+    tokens: list[int] = []
+    vectors: list[np.ndarray] = []
+    parent_of: list[int | None] = []
+    parents: list[tuple[str, int]] = []
+    dimensions = int(embedder.dimensions) if embedder is not None else 0
+    for document in document_list(user=None, collection=collection).order_by("pk") if collection else []:
+        nodes = list(
+            document_nodes(document=document).values_list(
+                "pk", "parent_id", "kind", "start_char", "end_char", "content", "token_count", "embedding"
+            )
+        )
+        spans = {pk: (kind, start, end) for pk, _, kind, start, end, *_ in nodes}
+        place: dict[int, int] = {}  # parent node pk -> its place in ``parents``
+        for _, parent, kind, _, _, content, count, embedding in nodes:
+            if kind == LEAF:
+                if parent is not None and spans[parent][0] != ROOT and parent not in place:
+                    text = document.content[spans[parent][1] : spans[parent][2]]
+                    place[parent] = len(parents)
+                    parents.append((text, count_tokens(text)))
+                texts.append(content)
+                owners.append(pk_to_doc.get(document.pk))
+                tokens.append(count or count_tokens(content))
+                vectors.append(
+                    np.asarray(embedding, dtype=np.float32)
+                    if embedding is not None
+                    else np.zeros(dimensions, dtype=np.float32)
+                )
+                parent_of.append(place.get(parent) if parent is not None else None)
+    matrix = np.stack(vectors) if vectors else np.zeros((0, dimensions), dtype=np.float32)
+    leaves = ChunkIndex(texts=texts, owners=owners, token_counts=tokens, vectors=matrix)
+    return ParentChild(leaves, parent_of, parents)
 
 
 def _record(

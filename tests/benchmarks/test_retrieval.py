@@ -19,6 +19,7 @@ from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.datasets import BenchQuery
 from fable_benchmarks.plot import recall_chart_svg
 from fable_benchmarks.retrieval import stratified_sample
+from openfable.tokens import count_tokens
 from tests.benchmarks import run_bench
 from tests.documents.ingestion import document_files
 
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.django_db
 DOCS: list[dict[str, Any]] = [
     {
         "doc_id": 1,
+        "domain": "Finance",
         "company_name": "Acme Mining",
         "content": "Acme Mining was founded in 1998 in Perth.\n\n"
         "In March 2021, Acme Mining opened a copper mine in Chile. The mine employs 400 workers. "
@@ -132,12 +134,14 @@ def test_bench_retrieval_prints_tables_and_writes_every_number(tmp_path: Path, s
     assert "| vector-no-lexical |" in table and "| vector-whole-query |" in table
     assert "| vector-full-names |" in table and "| vector-unnamed |" in table
     assert "| vector-source-words |" in table
+    assert "| hybrid-256 |" in table and "| hybrid-512 |" in table and "| parent-child |" in table
+    assert "### The engine's margin over the best peer" in table
 
     report = json.loads(json_path.read_text())
     assert report["queries"] == 3 and report["queries_without_references"] == 1
     methods = [
-        "ceiling", "oracle", "bm25", "dense", "vector-no-lexical", "vector-whole-query", "vector-full-names",
-        "vector-unnamed", "vector-source-words", "vector",
+        "ceiling", "oracle", "bm25", "dense", "hybrid-256", "hybrid-512", "parent-child", "vector-no-lexical",
+        "vector-whole-query", "vector-full-names", "vector-unnamed", "vector-source-words", "vector",
     ]  # fmt: skip
     assert list(report["results"]) == methods
     for method in methods:
@@ -169,6 +173,48 @@ def test_bench_retrieval_prints_tables_and_writes_every_number(tmp_path: Path, s
     for method in ("oracle", "vector"):
         assert again["results"][method]["300"]["recall"] == report["results"][method]["300"]["recall"]
     assert Collection.objects.filter(slug=slug).exists(), "a reused collection is never deleted"
+
+
+@pytest.mark.slow
+def test_bench_retrieval_scoped_asks_inside_the_gold_document(tmp_path: Path, settings: Any) -> None:
+    settings.DATA_DIR = tmp_path / "data"
+    docs, queries = _write(tmp_path)
+    both = {
+        "query": {
+            "query_id": 5,
+            "query_type": "Multi-document Comparison Question",
+            "content": "Which is older?",
+        },
+        "ground_truth": {"doc_ids": [1, 2], "references": ["Acme Mining was founded in 1998 in Perth."]},
+    }
+    with queries.open("a") as out:
+        out.write(json.dumps(both) + "\n")
+    json_path = tmp_path / "scoped.json"
+    table = _bench(
+        "--docs", str(docs), "--queries", str(queries), "--budgets", "100,300", "--scoped",
+        "--json", str(json_path),
+    )  # fmt: skip
+    assert "Scoped: each single-document query without its document's name" in table
+    report = json.loads(json_path.read_text())
+    assert report["scoped"] == {"sampled": 4, "queries": 3, "multi_document_left_out": 1, "rewritten": 1}
+    assert list(report["results"]) == [
+        "ceiling", "oracle", "bm25", "dense", "hybrid-256", "hybrid-512", "parent-child", "vector",
+    ]  # fmt: skip
+    assert report["query_details"]["1"]["asked"] == "Who became CEO of the company?"
+    assert "asked" not in report["query_details"]["2"], "nothing names the hospital's record"
+    for method, by_budget in report["results"].items():
+        for budget, cell in by_budget.items():
+            assert cell["queries"] == 3
+            assert cell["mean_tokens"] <= int(budget) or method == "ceiling"
+    # the ceiling is each query's own document whole, not the corpus
+    assert report["results"]["ceiling"]["300"]["mean_tokens"] == pytest.approx(
+        sum(count_tokens(doc["content"]) for doc in DOCS) / 3, abs=0.1
+    )
+    assert report["results"]["vector"]["300"]["doc_found"] == 1.0
+    # every method recalls the CEO passage of Acme's report, asked without Acme's name, at 300 tokens
+    for method in ("oracle", "hybrid-256", "parent-child", "vector"):
+        recalled = {row["query_id"]: row["recall"] for row in report["per_query"][method]["300"]}
+        assert recalled[1] == 1.0, method
 
 
 def test_bench_retrieval_refuses_bad_input(tmp_path: Path) -> None:
