@@ -151,10 +151,11 @@ def test_large_documents_are_scored_in_linear_time() -> None:
         for i in range(3000)
     ]
 
-    started = time.perf_counter()
+    # CPU time of this process, not the wall clock: other work on a busy machine does not count.
+    started = time.process_time()
     scores = tree_expansion([*wide.nodes, *deep])
     assert len(scores) == len(wide.nodes) + len(deep) > 13_000
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
 
 
 def _reference(nodes: list[OutlineNode], weights: ExpansionWeights) -> dict[int, NodeScore]:
