@@ -32,8 +32,8 @@ _WORD = re.compile(r"[(\"'\u201c\u2018]?[^\W\d_]+[\w'\u2019\u201d\".,;:)-]*")
 _TABLE_SIGN = re.compile(r"[$\u20ac\u00a3\u00a5=]|\b(?:USD|EUR|GBP)\b|\[\s*(?:\*+|x+|X+|_+)?\s*\]")
 _LIST_MARK = re.compile(r"[-\u2013\u2014\u2022*\u00b7]+")
 _MIN_WORD_SHARE = 0.6
-# A line with one address signal is an address when it is this short (an address block line);
-# a longer sentence that mentions an address in passing is prose.
+# A line with one address signal is an address when it is this short and a neighbour holds one
+# too (an address block's line); a longer sentence that mentions an address in passing is prose.
 _ADDRESS_LINE_WORDS = 8
 # A sentence this long that holds a whole address ("Each notice ... shall be sent to the address
 # below: ...") is quoted by a summary up to the address (``before_address``), when this many
@@ -59,9 +59,10 @@ def not_prose(sentences: Sequence[str]) -> list[bool]:
     """For each sentence (a unit's plain text, in document order): True when it is an address,
     a table or price row, bracket debris, a redaction notice, or the header line of a table."""
     rows = [_is_row(sentence) for sentence in sentences]
+    signals = [_address_signals(sentence) for sentence in sentences]
     flags = [
-        row or _is_address(sentence) or bool(_REDACTION_NOTICE.search(sentence))
-        for row, sentence in zip(rows, sentences, strict=True)
+        row or _is_address(sentence, signals, index) or bool(_REDACTION_NOTICE.search(sentence))
+        for index, (row, sentence) in enumerate(zip(rows, sentences, strict=True))
     ]
     for index in range(len(sentences) - 2):
         if rows[index + 1] and rows[index + 2] and _is_header(sentences[index]):
@@ -107,9 +108,19 @@ def _is_row(sentence: str) -> bool:
     return words / len(tokens) < _MIN_WORD_SHARE
 
 
-def _is_address(sentence: str) -> bool:
-    signals = _address_signals(sentence)
-    return signals >= 2 or (signals == 1 and len(sentence.split()) <= _ADDRESS_LINE_WORDS)
+def _is_address(sentence: str, signals: Sequence[int], index: int) -> bool:
+    """Two signals make an address; one makes a short line an address only inside an address block
+    (a neighbour with a signal too: "383 Route 46 West" above "Fairfield, New Jersey"). A lone
+    labelled line among other facts ("Residence: 47 Charleston Street, Yorktown" between a birth
+    date and an occupation) is what the passage says about someone, and a summary may quote it;
+    ``without_addresses`` still keeps its street out of any title."""
+    own = signals[index]
+    if own >= 2:
+        return True
+    if own == 0 or len(sentence.split()) > _ADDRESS_LINE_WORDS:
+        return False
+    neighbours = signals[max(0, index - 1) : index] + signals[index + 1 : index + 2]
+    return any(neighbours)
 
 
 def _address_signals(sentence: str) -> int:

@@ -13,7 +13,6 @@ from documents.ingestion.prose import before_address, is_address_phrase, not_pro
         "If to Supplier: Ferndale Contract Labs, LLC 1000 Valley Drive Suite 200 Wayne, NJ 07470 "
         "Attention: General Manager",
         "Medimetriks Pharmaceuticals, Inc. 383 Route 46 West Fairfield, NJ 07004",
-        "Residence: 47 Charleston Street, Yorktown",
         "430 Park Avenue, 5th Floor New York, NY 10022",
         "Sumadan Wash 15 [ ] = [ ] per unit [ ]",
         "NanoTek Aluminum Oxide 0115 [***] $[***] NanoDur Aluminum Oxide 0119 [***] $[***]",
@@ -40,6 +39,15 @@ def test_addresses_price_rows_and_debris_are_not_prose(sentence: str) -> None:
 )
 def test_sentences_are_prose(sentence: str) -> None:
     assert not_prose([sentence]) == [False]
+
+
+def test_a_short_address_line_is_no_prose_inside_an_address_block_only() -> None:
+    block = ["Ferndale Contract Labs, LLC", "1000 Valley Drive", "Wayne, NJ 07470"]
+    assert not_prose(block) == [False, True, True]
+    # A lone labelled line among a person's facts is what the passage says about them.
+    facts = ["Gender: Male", "Date of Birth: 24th August, 1988", "Residence: 47 Charleston Street, Yorktown"]
+    assert not_prose(facts) == [False, False, False]
+    assert "Charleston Street" not in without_addresses(facts[2])
 
 
 def test_the_header_line_of_a_price_table_is_not_prose() -> None:
