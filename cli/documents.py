@@ -19,6 +19,13 @@ from typing import Any
 
 from django.db import transaction
 
+from documents.agent_answers import (
+    chunks_summary,
+    plan_instructions,
+    plan_summary,
+    tree_instructions,
+    tree_summary,
+)
 from documents.models import Document
 from documents.presenters import document_present, job_present
 from documents.selectors import as_id, document_get
@@ -28,12 +35,7 @@ from documents.services.agent import (
     agent_apply_chunks,
     agent_apply_tree,
     agent_plan,
-    chunks_summary,
     parse_markers_file,
-    plan_instructions,
-    plan_summary,
-    tree_instructions,
-    tree_summary,
 )
 from documents.services.documents import (
     DocumentCreateResult,

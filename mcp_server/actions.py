@@ -19,6 +19,13 @@ from typing import Any
 from django.conf import settings
 
 from documents import selectors
+from documents.agent_answers import (
+    chunks_summary,
+    plan_instructions,
+    plan_summary,
+    tree_instructions,
+    tree_summary,
+)
 from documents.presenters import (
     collection_present,
     document_present,
@@ -32,11 +39,6 @@ from documents.services.agent import (
     agent_apply_chunks,
     agent_apply_tree,
     agent_plan,
-    chunks_summary,
-    plan_instructions,
-    plan_summary,
-    tree_instructions,
-    tree_summary,
 )
 from documents.services.documents import document_create, document_delete
 from documents.services.jobs import job_wait

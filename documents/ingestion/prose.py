@@ -119,7 +119,7 @@ def _is_address(sentence: str, signals: Sequence[int], index: int) -> bool:
         return True
     if own == 0 or len(sentence.split()) > _ADDRESS_LINE_WORDS:
         return False
-    neighbours = signals[max(0, index - 1) : index] + signals[index + 1 : index + 2]
+    neighbours = [*signals[max(0, index - 1) : index], *signals[index + 1 : index + 2]]
     return any(neighbours)
 
 
