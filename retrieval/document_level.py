@@ -8,7 +8,7 @@
 - ``vector_documents``: the nearest nodes through HNSW, each document's best similarity;
 - ``document_info``: titles, sizes and roots of the candidates (and of the whole scope when
   LLMselect can read it all);
-- ``llm_select``: LLMselect over the shortlist;
+- ``llm_select_step``: LLMselect over the shortlist;
 - ``whole_documents``: the selected documents' text, when they fit the budget whole.
 
 Fusion and routing between them are pure (``retrieval.routing``); the node level is
@@ -211,7 +211,7 @@ def vector_documents(*, vector: np.ndarray, scope: Scope, top_k: int) -> VectorD
         collection_id=scope.collection_id,
         whole_collection=scope.whole_collection,
     )
-    scores = vector_paths.document_scores(search.hits)
+    scores = vector_paths.vector_document_scores(search.hits)
     detail = {"strategy": search.strategy, "ef_search": search.ef_search, "top_k": top_k}
     return VectorDocuments(PathReport(VECTOR, ran=True, candidates=len(scores), detail=detail), scores)
 
@@ -269,7 +269,7 @@ def document_info(
 # -- LLMselect -----------------------------------------------------------------------------------
 
 
-def llm_select(
+def llm_select_step(
     *,
     query: str,
     mode: str,

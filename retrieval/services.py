@@ -56,7 +56,7 @@ from retrieval.document_level import (
     WholeDocuments,
     document_info,
     lexical_documents,
-    llm_select,
+    llm_select_step,
     named_titles,
     start_embedding,
     vector_documents,
@@ -282,7 +282,7 @@ def _document_level(
     laps.end("document_info")
     select = None
     if request.uses_llm:
-        select = llm_select(
+        select = llm_select_step(
             query=request.text,
             mode=request.mode,
             ranked=shortlist,

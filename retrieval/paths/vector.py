@@ -1,7 +1,7 @@
 """The vector side of retrieval: nearest nodes through HNSW, and exact node similarities.
 
 Document level (``nearest_nodes``): the top-K nodes by cosine similarity, then the best score per
-document (``document_scores``). pgvector 0.6 has no iterative index scan: an HNSW scan returns at
+document (``vector_document_scores``). pgvector 0.6 has no iterative index scan: an HNSW scan returns at
 most ``hnsw.ef_search`` rows and a WHERE clause filters *after* it, so a selective filter can
 starve the result. Hence:
 
@@ -267,7 +267,7 @@ def _index_search(
     return _search(_fetch(exact_sql(filtered=ids is not None), exact_params), top_k, EXACT_FALLBACK, None)
 
 
-def document_scores(hits: Sequence[NodeHit]) -> dict[int, DocumentVectorScore]:
+def vector_document_scores(hits: Sequence[NodeHit]) -> dict[int, DocumentVectorScore]:
     """Best similarity per document (FABLE's "max score per document"), with its hit count.
 
     No bonus for several hits yet: it would favour long documents, and whether it helps is for

@@ -9,7 +9,7 @@ from django.db import connection
 
 from documents.models import Document, Node
 from retrieval.paths import vector
-from retrieval.paths.vector import NodeHit, document_scores, nearest_nodes, nodes_with_similarity
+from retrieval.paths.vector import NodeHit, nearest_nodes, nodes_with_similarity, vector_document_scores
 from tests.factories import DocumentFactory, NodeFactory
 from tests.plans import query_plan
 from tests.trees import sec, sec_text, sec_tree, tree_save
@@ -166,7 +166,7 @@ def test_nodes_with_similarity_is_exact_and_complete(some_noise: tuple[Document,
 
 def test_document_scores_take_the_best_hit_per_document() -> None:
     hits = [NodeHit(1, 10, 0.9), NodeHit(2, 10, 0.7), NodeHit(3, 20, 0.8), NodeHit(4, 20, 0.8)]
-    scores = document_scores(hits)
+    scores = vector_document_scores(hits)
     assert scores[10].score == 0.9 and scores[10].hits == 2 and scores[10].best_node_id == 1
     assert scores[20].score == 0.8 and scores[20].best_node_id == 3  # ties: the lower node id
 
