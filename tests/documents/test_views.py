@@ -227,3 +227,28 @@ def test_the_document_page_lists_what_needs_a_look_and_offers_the_llm_only_when_
         reverse("documents:edit", args=[document.pk, "regenerate"]), {"node": section.pk}, follow=True
     ).content.decode()
     assert "No LLM is configured (OPENFABLE_LLM_MODEL); write the summary by hand." in refused
+
+
+def test_a_long_review_list_shows_the_worst_five_and_folds_the_rest() -> None:
+    from documents.ingestion.tree import LEAF, ROOT, SECTION, TreeNode
+    from tests.trees import tree_save
+
+    owner = UserFactory.create()
+    # Eight sections all titled "Terms": every one is flagged as a repeated sibling title.
+    parts = [f"Part {index} of the terms.\n\n" for index in range(8)]
+    text = "".join(parts)
+    sections, start = [], 0
+    for part in parts:
+        end = start + len(part)
+        sections.append(TreeNode(SECTION, start, end, "Terms", "The terms.", [TreeNode(LEAF, start, end)]))
+        start = end
+    document = DocumentFactory.create(collection=CollectionFactory.create(owner=owner), content=text)
+    tree_save(document, TreeNode(ROOT, 0, len(text), "Contract", "A contract.", sections))
+    flagged = len(selectors.document_review(document=document))
+    assert flagged > 5
+
+    body = _client_for(owner).get(reverse("documents:detail", args=[document.pk])).content.decode()
+    shown, folded = body.split('<details class="review-more">', 1)
+    assert shown.count("review-list") == 1 and shown.split("review-list", 1)[1].count("<li>") == 5
+    assert f"{flagged - 5} more to look at" in folded
+    assert folded.split("</details>", 1)[0].count("<li>") == flagged - 5
