@@ -43,8 +43,9 @@ def test_query_prints_the_result_as_json() -> None:
         collection.slug,
     )
     assert code == 0
-    assert result["token_budget"] == 200 and result["mode"] == "vector"
-    assert result["filters"] == {"collection": collection.slug}
+    # The one query answer every surface gives (RetrievalResult.to_answer); the engine's report in "result".
+    assert result["token_budget"] == 200 and result["result"]["mode"] == "vector"
+    assert result["result"]["filters"] == {"collection": collection.slug}
     assert result["chunks"] and all(chunk["document_id"] == document.pk for chunk in result["chunks"])
     assert 0 < result["total_tokens"] <= 200
 
