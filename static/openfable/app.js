@@ -224,7 +224,12 @@ document.addEventListener("click", (event) => {
   let known = new Map();  // node id -> a promise of the ids of the items it can move into
   const say = (words) => { const live = document.getElementById("move-status"); if (live) live.textContent = words; };
   const placesIn = (tree) => itemsOf(tree).filter((item) => item.classList.contains("drop-target"));
-  const placeAt = (node) => node && node.closest && node.closest(".node-row")?.closest('[role="treeitem"].drop-target');
+  // The row under the pointer is a place only if its own node is one: a row inside a place's
+  // subtree (a clause under a section the node may go into) is not that section.
+  const placeAt = (node) => {
+    const item = node && node.closest && node.closest(".node-row")?.closest('[role="treeitem"]');
+    return item && item.classList.contains("drop-target") ? item : null;
+  };
   const isRoot = (item) => !parentItem(item);
 
   function placesOf(item) {
