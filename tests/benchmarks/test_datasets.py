@@ -24,7 +24,9 @@ def _write(path: Path, *lines: str) -> Path:
     return path
 
 
-def test_read_documents_takes_the_title_from_the_company_then_the_id_and_keeps_the_domain(tmp_path: Path) -> None:
+def test_read_documents_takes_the_title_from_the_company_then_the_id_and_keeps_the_domain(
+    tmp_path: Path,
+) -> None:
     path = _write(
         tmp_path / "docs.jsonl",
         json.dumps({"doc_id": 1, "company_name": "Acme", "content": "Acme text."}),
