@@ -52,7 +52,7 @@ def test_overlapping_chunks_repeat_about_15_percent_at_word_boundaries() -> None
         assert 38 <= shared <= 48, shared
         assert text[next_start - 1].isspace() and not text[next_start].isspace(), "starts at a word"
     # Every word is in some chunk.
-    covered = set()
+    covered: set[int] = set()
     for start, end in spans:
         covered.update(range(start, end))
     assert all(index in covered for index, char in enumerate(text) if not char.isspace())
