@@ -12,8 +12,7 @@ printed as {"error": ...} by the dispatcher.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +30,10 @@ from documents.presenters import document_present, job_present
 from documents.selectors import as_id, document_get
 from documents.services.agent import (
     AgentStep,
-    AgentStepError,
     agent_apply_chunks,
     agent_apply_tree,
     agent_plan,
+    agent_step_worded,
     parse_markers_file,
 )
 from documents.services.documents import (
@@ -200,13 +199,9 @@ def _agent_next(step: AgentStep, document_id: int | None) -> str:
     return _AGENT_NEXT[step].format(id=document_id)
 
 
-@contextmanager
-def _agent_step() -> Iterator[None]:
+def _agent_step() -> AbstractContextManager[None]:
     """A refused step of the agent path, with its next step said as a command."""
-    try:
-        yield
-    except AgentStepError as error:
-        raise error.with_next(f"Next: `{_agent_next(error.next_step, error.document_id)}`.") from None
+    return agent_step_worded(lambda step, document_id: f"Next: `{_agent_next(step, document_id)}`.")
 
 
 def handle_plan(options: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from django.conf import settings
@@ -35,10 +34,10 @@ from documents.presenters import (
 )
 from documents.services.agent import (
     AgentStep,
-    AgentStepError,
     agent_apply_chunks,
     agent_apply_tree,
     agent_plan,
+    agent_step_worded,
 )
 from documents.services.documents import document_create, document_delete
 from documents.services.jobs import job_wait
@@ -232,13 +231,9 @@ def _agent_next(step: AgentStep, document_id: int | None) -> str:
     return _AGENT_NEXT[step].format(id=document_id)
 
 
-@contextmanager
-def _agent_step() -> Iterator[None]:
+def _agent_step() -> AbstractContextManager[None]:
     """A refused step of the agent path, with its next step said as a tool call."""
-    try:
-        yield
-    except AgentStepError as error:
-        raise error.with_next(f"Next: {_agent_next(error.next_step, error.document_id)}") from None
+    return agent_step_worded(lambda step, document_id: f"Next: {_agent_next(step, document_id)}")
 
 
 def plan_document(

@@ -23,7 +23,8 @@ embedder down) are turned into those here, once for every surface.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
@@ -89,6 +90,16 @@ class AgentStepError(UserInputError):
             code=self.code,
             details=self.details,
         )
+
+
+@contextmanager
+def agent_step_worded(next_step: Callable[[AgentStep, int | None], str]) -> Iterator[None]:
+    """Run an agent step; a refusal comes out with the surface's own words for the next step
+    (``next_step(step, document_id)``: a command on the CLI, a tool call on MCP)."""
+    try:
+        yield
+    except AgentStepError as error:
+        raise error.with_next(next_step(error.next_step, error.document_id)) from None
 
 
 class AgentConflictError(AgentStepError, ConflictError):
