@@ -22,28 +22,7 @@ TEXT = sec_text(SPEC)
 
 
 def edit_tree() -> EditTree:
-    rows = flatten_tree(sec_tree(SPEC), text=TEXT, document_title="Doc", count_tokens=len)
-    states = [
-        NodeState(
-            id=row.order + 1,
-            parent_id=None if row.parent_order is None else row.parent_order + 1,
-            kind=row.kind,
-            depth=row.depth,
-            ordinal=row.ordinal,
-            order=row.order,
-            title=row.title,
-            summary=row.summary,
-            toc_path=row.toc_path,
-            start_char=row.start_char,
-            end_char=row.end_char,
-            token_count=row.token_count,
-            edited=False,
-            excluded=False,
-            embedding_stale=False,
-        )
-        for row in rows
-    ]
-    return EditTree(states, text=TEXT, count_tokens=len)
+    return tree_of(SPEC)
 
 
 def leaf_at(tree: EditTree, opening: str) -> NodeState:
