@@ -8,8 +8,8 @@ script is loaded). The budgets are spaced evenly, which for
 the usual doubling budgets (500, 1K, 2K, 4K, 8K) is a log scale.
 
 Line styles say what a line is: the engine (``vector``, ``bipath``, ``llm``) bold and solid, its
-ablations thin and solid, the flat baselines dotted, the reference methods (ceiling, oracle)
-dashed.
+ablations thin and solid, the flat baselines dotted, the peers (hybrid, parent-child)
+dash-dotted, the reference methods (ceiling, oracle) dashed.
 """
 
 from __future__ import annotations
@@ -31,12 +31,17 @@ class LineStyle:
     dasharray: str = ""  # "" draws a solid line
 
 
-# Drawing order (later lines on top) and legend order: references, baselines, ablations, engine.
+# Drawing order (later lines on top) and legend order: references, baselines, peers, ablations,
+# engine.
 LINE_STYLES: dict[str, LineStyle] = {
     "ceiling": LineStyle("ceiling (whole corpus)", "#6e7781", 2, "10, 6"),
     "oracle": LineStyle("oracle (best leaves)", "#24292f", 2, "10, 6"),
     "bm25": LineStyle("bm25 (flat chunks)", "#bc4c00", 2.5, "2, 6"),
     "dense": LineStyle("dense (flat chunks)", "#1a7f37", 2.5, "2, 6"),
+    # The peers people would pick instead: dash-dot, each its own colour.
+    "hybrid-256": LineStyle("hybrid-256 (BM25 + dense, RRF)", "#d4a72c", 3, "12, 5, 2, 5"),
+    "hybrid-512": LineStyle("hybrid-512 (BM25 + dense, RRF)", "#a475f9", 3, "12, 5, 2, 5"),
+    "parent-child": LineStyle("parent-child (auto-merging)", "#e16f24", 3, "12, 5, 2, 5"),
     "vector-no-lexical": LineStyle("vector, no lexical path", "#8250df", 2),
     "vector-whole-query": LineStyle("vector, whole query", "#bf3989", 2),
     "vector-full-names": LineStyle("vector, names weigh fully", "#4d2d00", 2),

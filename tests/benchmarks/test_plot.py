@@ -26,6 +26,8 @@ RECALL = {  # per method, recall (share) at each budget
     "oracle": (0.90, 0.95, 0.97, 0.97),
     "bm25": (0.40, 0.50, 0.60, 0.65),
     "dense": (0.45, 0.48, 0.62, 0.70),
+    "hybrid-256": (0.42, 0.63, 0.77, 0.86),
+    "parent-child": (0.56, 0.67, 0.75, 0.81),
     "vector-no-lexical": (0.60, 0.75, 0.85, 0.90),
     "vector": (0.75, 0.86, 0.94, 0.96),
 }
@@ -122,7 +124,7 @@ def test_chart_has_one_line_per_method_that_follows_the_numbers() -> None:
             assert y == pytest.approx(expected, abs=0.01), f"{method} at {value:.0%}"
 
 
-def test_line_styles_tell_engine_baselines_and_references_apart() -> None:
+def test_line_styles_tell_engine_baselines_peers_and_references_apart() -> None:
     svg = recall_chart_svg(_report())
     css = "".join("".join(style.itertext()) for style in ET.fromstring(svg).iter(f"{SVG}style"))
 
@@ -144,11 +146,15 @@ def test_line_styles_tell_engine_baselines_and_references_apart() -> None:
     assert dashes["ceiling"] == dashes["oracle"] != dashes["bm25"] == dashes["dense"], (
         "references dashed one way, baselines dotted another"
     )
+    peers = {value(method, "dasharray") for method in ("hybrid-256", "parent-child")}
+    assert len(peers) == 1 and peers.isdisjoint({dashes["oracle"], dashes["bm25"], ""}), (
+        "the peers dash-dotted, unlike the references, the baselines and the engine"
+    )
 
 
 def test_unknown_method_still_gets_a_line_and_a_legend() -> None:
-    lines = _lines_by_legend(recall_chart_svg(_report({**RECALL, "hybrid-x": (0.1, 0.2, 0.3, 0.4)})))
-    assert "hybrid-x" in lines and len(lines) == len(RECALL) + 1
+    lines = _lines_by_legend(recall_chart_svg(_report({**RECALL, "rerank-x": (0.1, 0.2, 0.3, 0.4)})))
+    assert "rerank-x" in lines and len(lines) == len(RECALL) + 1
 
 
 def test_report_without_results_is_refused() -> None:
