@@ -39,9 +39,9 @@ LINE_STYLES: dict[str, LineStyle] = {
     "bm25": LineStyle("bm25 (flat chunks)", "#bc4c00", 2.5, "2, 6"),
     "dense": LineStyle("dense (flat chunks)", "#1a7f37", 2.5, "2, 6"),
     # The peers people would pick instead: dash-dot, each its own colour.
-    "hybrid-256": LineStyle("hybrid-256 (BM25 + dense, RRF)", "#d4a72c", 3, "12, 5, 2, 5"),
-    "hybrid-512": LineStyle("hybrid-512 (BM25 + dense, RRF)", "#a475f9", 3, "12, 5, 2, 5"),
-    "parent-child": LineStyle("parent-child (auto-merging)", "#e16f24", 3, "12, 5, 2, 5"),
+    "hybrid-256": LineStyle("hybrid-256 (BM25 + dense, RRF)", "#7cb518", 3, "12, 5, 2, 5"),
+    "hybrid-512": LineStyle("hybrid-512 (BM25 + dense, RRF)", "#00a3bf", 3, "12, 5, 2, 5"),
+    "parent-child": LineStyle("parent-child (auto-merging)", "#ff7b72", 3, "12, 5, 2, 5"),
     "vector-no-lexical": LineStyle("vector, no lexical path", "#8250df", 2),
     "vector-whole-query": LineStyle("vector, whole query", "#bf3989", 2),
     "vector-full-names": LineStyle("vector, names weigh fully", "#4d2d00", 2),
