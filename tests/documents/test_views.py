@@ -10,8 +10,12 @@ from django.test import Client
 from django.urls import reverse
 
 from documents import selectors
+from documents.ingestion.tree import LEAF, ROOT, SECTION, TreeNode
+from documents.services.documents import document_create
+from documents.services.jobs import job_run_now
 from openfable.errors import NotFoundError
 from tests.factories import CollectionFactory, DocumentFactory, UserFactory
+from tests.trees import tree_save
 
 pytestmark = pytest.mark.django_db
 
@@ -88,9 +92,6 @@ def test_json_callers_get_the_one_error_shape() -> None:
 
 
 def test_the_document_page_shows_the_tree_and_the_selected_node_in_the_text() -> None:
-    from documents.services.documents import document_create
-    from documents.services.jobs import job_run_now
-
     owner = UserFactory.create()
     text = "# Guide\n\nVolcanoes form where magma rises.\n\n## Eruptions\n\nSome erupt gently, some explosively.\n"
     document = document_create(
@@ -112,9 +113,6 @@ def test_the_document_page_shows_the_tree_and_the_selected_node_in_the_text() ->
 
 
 def test_tree_edits_from_the_document_page_with_history_and_undo() -> None:
-    from documents.services.documents import document_create
-    from documents.services.jobs import job_run_now
-
     owner = UserFactory.create()
     text = "# Guide\n\nVolcanoes form where magma rises. They sit on plate edges.\n\n## Eruptions\n\nSome erupt gently, some explosively.\n"
     document = document_create(
@@ -169,9 +167,6 @@ def test_tree_edits_from_the_document_page_with_history_and_undo() -> None:
 
 def test_the_document_page_costs_a_bounded_number_of_queries(django_assert_max_num_queries: Any) -> None:
     """A 500-node tree renders in a handful of queries (one for all the nodes, not one per node)."""
-    from documents.ingestion.tree import LEAF, ROOT, SECTION, TreeNode
-    from tests.trees import tree_save
-
     owner = UserFactory.create()
     paragraphs = [f"Paragraph {index} says something of its own." for index in range(480)]
     text = "\n\n".join(paragraphs)
@@ -203,9 +198,6 @@ def test_the_document_page_costs_a_bounded_number_of_queries(django_assert_max_n
 
 
 def test_the_document_page_lists_what_needs_a_look_and_offers_the_llm_only_when_configured() -> None:
-    from documents.ingestion.tree import LEAF, ROOT, SECTION, TreeNode
-    from tests.trees import tree_save
-
     owner = UserFactory.create()
     text = "First part text.\n\nSecond part text.\n\nThird part text.\n"
     document = DocumentFactory.create(collection=CollectionFactory.create(owner=owner), content=text)
@@ -230,9 +222,6 @@ def test_the_document_page_lists_what_needs_a_look_and_offers_the_llm_only_when_
 
 
 def test_a_long_review_list_shows_the_worst_five_and_folds_the_rest() -> None:
-    from documents.ingestion.tree import LEAF, ROOT, SECTION, TreeNode
-    from tests.trees import tree_save
-
     owner = UserFactory.create()
     # Eight sections all titled "Terms": every one is flagged as a repeated sibling title.
     parts = [f"Part {index} of the terms.\n\n" for index in range(8)]
