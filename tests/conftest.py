@@ -18,6 +18,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: "tests/browser/" in str(item.path))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing() -> Iterator[None]:
+    """Passwords hashed with MD5 in this process's tests: PBKDF2's 1.2 million rounds cost about a
+    second per sign-in and per user with a password here, which added a minute or more to the
+    suite and tested nothing. PBKDF2 stays listed, so that its hashes still verify (a test
+    that Django re-hashes them at sign-in uses one). Processes the tests start run the real
+    settings."""
+    from django.test import override_settings
+
+    with override_settings(
+        PASSWORD_HASHERS=[
+            "django.contrib.auth.hashers.MD5PasswordHasher",
+            "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        ]
+    ):
+        yield
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """The evaluation datasets live beside the repository (../shared), never inside it."""

@@ -23,16 +23,8 @@ PASSWORD = "quiet-harbour-lantern-47"
 NEW_PASSWORD = "another-long-phrase-93"
 
 
-@pytest.fixture(autouse=True)
-def fast_hashing(settings: Settings) -> None:
-    settings.PASSWORD_HASHERS = [
-        "django.contrib.auth.hashers.MD5PasswordHasher",
-        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
-    ]
-
-
 @pytest.fixture
-def person(fast_hashing: None) -> User:
+def person() -> User:
     return get_user_model().objects.create_user(username="ada", password=PASSWORD)
 
 

@@ -8,7 +8,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.test import Client
-from pytest_django.fixtures import Settings
 
 pytestmark = pytest.mark.django_db
 
@@ -22,14 +21,8 @@ WEAK = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def fast_hashing(settings: Settings) -> None:
-    # The validators are what is tested; PBKDF2's million rounds per sign-in would only cost time.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
-def person(fast_hashing: None) -> User:
+def person() -> User:
     return get_user_model().objects.create_user(username="margaret.hamilton", password=GOOD)
 
 
