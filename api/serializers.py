@@ -24,7 +24,8 @@ from api.fields import (
     StrictIntegerField,
 )
 from documents.models import Collection, Document, IngestionJob, Node
-from documents.services.documents import TAG_MAX_CHARS, TAGS_MAX_COUNT, TITLE_MAX_CHARS, slug_check
+from documents.services.collections import slug_check
+from documents.services.document_input import TAG_MAX_CHARS, TAGS_MAX_COUNT, TITLE_MAX_CHARS
 from openfable.models import ApiToken
 from retrieval.services import MAX_QUERY_CHARS
 
@@ -214,7 +215,7 @@ def _builder_field() -> serializers.ChoiceField:
 
 
 def _tags_field(*, too_many: str = "Keep the ones you filter by.", **kwargs: Any) -> serializers.ListField:
-    # The counts the services keep (documents.services.documents.clean_tags), for the schema.
+    # The counts the services keep (documents.services.document_input.clean_tags), for the schema.
     return serializers.ListField(
         child=StrictCharField(
             max_length=TAG_MAX_CHARS,

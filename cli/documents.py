@@ -36,12 +36,8 @@ from documents.services.agent import (
     agent_step_worded,
     parse_markers_file,
 )
-from documents.services.documents import (
-    DocumentCreateResult,
-    clean_tags,
-    document_create,
-    document_input_clean,
-)
+from documents.services.document_input import clean_tags, document_input_clean
+from documents.services.documents import DocumentCreateResult, document_create
 from documents.services.jobs import job_run_now
 from documents.services.reembed import DEFAULT_BATCH_SIZE, Progress, nodes_reembed
 from openfable.embeddings import get_embedder

@@ -22,14 +22,16 @@ from django.utils.text import Truncator
 from documents.files import download_name
 from documents.forms import ACCEPTED_FILES
 from documents.models import Collection, Document, IngestionJob, Node
-from documents.services.documents import (
+from documents.services.collections import (
     collection_create,
     collection_delete,
     collection_slug_clean,
     collection_update,
+)
+from documents.services.document_input import document_input_clean
+from documents.services.documents import (
     document_create,
     document_delete,
-    document_input_clean,
     document_reindex,
     document_update,
     job_retry,

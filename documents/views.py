@@ -28,15 +28,8 @@ from documents.models import FILE_FORMATS, Document, IngestionJob
 from documents.page_views import node_page_views, page_image_path
 from documents.progress_words import progress_words
 from documents.services import nodes
-from documents.services.documents import (
-    collection_create,
-    collection_delete,
-    collection_update,
-    document_create,
-    document_delete,
-    document_reindex,
-    job_retry,
-)
+from documents.services.collections import collection_create, collection_delete, collection_update
+from documents.services.documents import document_create, document_delete, document_reindex, job_retry
 from documents.services.sharing import invitation_accept, invitation_decline
 from openfable.errors import NotFoundError, OpenFableError, PermissionDeniedError, UserInputError
 from openfable.http import HtmxHttpRequest

@@ -40,12 +40,8 @@ from django.test import override_settings
 from documents.ingestion.tree import LEAF
 from documents.models import Document
 from documents.selectors import document_list, document_nodes
-from documents.services.documents import (
-    collection_create,
-    collection_delete,
-    document_create,
-    document_reindex,
-)
+from documents.services.collections import collection_create, collection_delete
+from documents.services.documents import document_create, document_reindex
 from documents.services.jobs import JobRun, job_run_now
 from fable_benchmarks import BenchInputError
 from fable_benchmarks.datasets import read_documents

@@ -26,7 +26,8 @@ from django.conf import settings
 from documents.ingestion.pipeline import embedding_text
 from documents.models import Collection, Document
 from documents.selectors import document_nodes
-from documents.services.documents import collection_create, collection_delete, document_create
+from documents.services.collections import collection_create, collection_delete
+from documents.services.documents import document_create
 from documents.services.jobs import job_run_now
 from fable_benchmarks.datasets import DatasetDocument, read_documents, read_file_documents
 from openfable.embeddings import Embedder, get_embedder

@@ -32,7 +32,8 @@ from django.db import connection
 
 from documents.ingestion.structural import build_structural_tree
 from documents.models import Document, IngestionJob, Node
-from documents.services.documents import collection_create, collection_delete, document_create
+from documents.services.collections import collection_create, collection_delete
+from documents.services.documents import document_create
 from documents.services.jobs import job_run_now
 from fable_benchmarks.datasets import read_documents
 from openfable.embeddings import Embedder, get_embedder

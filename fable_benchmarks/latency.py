@@ -45,7 +45,8 @@ from documents.ingestion.pipeline import TOC_SEPARATOR, FlatNodeRow, embedding_t
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION
 from documents.models import HNSW_INDEX_NAME, Collection, Document
 from documents.selectors import collection_get, document_list, document_nodes
-from documents.services.documents import collection_create, collection_delete, document_create
+from documents.services.collections import collection_create, collection_delete
+from documents.services.documents import document_create
 from documents.services.trees import document_tree_replace
 from fable_benchmarks import BenchInputError
 from fable_benchmarks.metrics import percentile

@@ -57,7 +57,7 @@ from django.contrib.auth import get_user_model
 
 from documents.models import Collection, Document
 from documents.selectors import collection_get, document_list
-from documents.services.documents import collection_create, collection_delete, collection_update
+from documents.services.collections import collection_create, collection_delete, collection_update
 from fable_benchmarks import BenchInputError
 from fable_benchmarks.datasets import read_documents, read_queries
 from fable_benchmarks.ingest import index_dataset_document

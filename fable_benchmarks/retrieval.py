@@ -67,7 +67,7 @@ from django.conf import settings
 from documents.ingestion.tree import LEAF, ROOT
 from documents.models import Collection
 from documents.selectors import collection_get, document_list, document_nodes
-from documents.services.documents import collection_create, collection_delete
+from documents.services.collections import collection_create, collection_delete
 from fable_benchmarks import BenchInputError, baselines
 from fable_benchmarks.datasets import (
     BenchQuery,

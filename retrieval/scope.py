@@ -15,7 +15,7 @@ from django.db.models import F, Func, QuerySet
 
 from documents.models import Collection, Document
 from documents.selectors import as_id, collection_get, collections_visible
-from documents.services.documents import TAG_MAX_CHARS, TAGS_MAX_COUNT
+from documents.services.document_input import TAG_MAX_CHARS, TAGS_MAX_COUNT
 from openfable.errors import NotFoundError
 from retrieval.result import RetrievalInputError, RetrievalNotFoundError
 

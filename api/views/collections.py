@@ -15,7 +15,7 @@ from api.views.documents import ERRORS
 from documents import selectors
 from documents.models import Collection
 from documents.presenters import collection_present
-from documents.services.documents import collection_create, collection_delete, collection_update
+from documents.services.collections import collection_create, collection_delete, collection_update
 from openfable.errors import PermissionDeniedError
 
 

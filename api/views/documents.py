@@ -38,9 +38,9 @@ from documents import selectors
 from documents.files import ORIGINAL_MEDIA_TYPES, original_response
 from documents.models import Document
 from documents.presenters import document_present, job_present
+from documents.services.document_input import DocumentInputError
 from documents.services.documents import (
     DocumentCreateResult,
-    DocumentInputError,
     document_create,
     document_delete,
     document_reindex,

@@ -29,12 +29,8 @@ from django.utils import timezone
 from documents.ingestion.pipeline import TOC_SEPARATOR, FlatNodeRow, embedding_text
 from documents.ingestion.tree import KINDS, LEAF, MAX_DEPTH, TreeNode, check_tree
 from documents.models import Collection, Document, Node
-from documents.services.documents import (
-    collection_create,
-    document_create,
-    document_original_restore,
-    slug_is_reserved,
-)
+from documents.services.collections import collection_create, slug_is_reserved
+from documents.services.documents import document_create, document_original_restore
 from documents.services.jobs import require_embedder_fits_stored_vectors
 from documents.services.trees import NODE_SUMMARY_MAX_CHARS, NODE_TITLE_MAX_CHARS, document_tree_replace
 from openfable.embeddings import Embedder, check_vectors, get_embedder

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from documents.models import Collection, Document
-from documents.services.documents import collection_create, collection_default, document_create
+from documents.services.collections import collection_create, collection_default
+from documents.services.documents import document_create
 from openfable.errors import UserInputError
 from tests.api.conftest import People
 from tests.factories import CollectionFactory, UserFactory

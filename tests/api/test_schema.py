@@ -20,7 +20,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from api.serializers import SLUG_PATTERN
-from documents.services.documents import DocumentInputError, document_create, slug_check
+from documents.services.collections import slug_check
+from documents.services.document_input import DocumentInputError
+from documents.services.documents import document_create
 from openfable.api_tokens import token_create
 from tests.api.conftest import GUIDE
 from tests.factories import CollectionFactory, UserFactory

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from documents.models import Collection, IngestionJob
-from documents.services.documents import collection_create
+from documents.services.collections import collection_create
 from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.datasets import DatasetDocument
 from fable_benchmarks.ingest import index_dataset_document

@@ -14,7 +14,8 @@ import pytest
 from documents.ingestion.pipeline import embedding_text
 from documents.models import Collection, Document, DocumentTerm, Node
 from documents.services import backup
-from documents.services.documents import collection_default, document_create
+from documents.services.collections import collection_default
+from documents.services.documents import document_create
 from documents.services.nodes import node_exclude, node_update
 from documents.services.reembed import nodes_embed_stale
 from openfable.embeddings import Embedder, get_embedder

@@ -10,13 +10,8 @@ import pytest
 
 from documents.models import Document, IngestionJob, Node, pages_of
 from documents.services import jobs
-from documents.services.documents import (
-    DocumentInputError,
-    UnsupportedFileError,
-    document_create,
-    document_delete,
-    document_reindex,
-)
+from documents.services.document_input import DocumentInputError, UnsupportedFileError
+from documents.services.documents import document_create, document_delete, document_reindex
 from documents.services.jobs import job_run_now
 from tests.documents.ingestion import document_files as files
 from tests.factories import CollectionFactory

@@ -24,7 +24,8 @@ from api.serializers import (
     QueryResponseSerializer,
 )
 from documents.models import Document, IngestionJob, Node
-from documents.services.documents import collection_update, document_create
+from documents.services.collections import collection_update
+from documents.services.documents import document_create
 from documents.services.jobs import job_run_now
 from tests.cli import run_openfable
 from tests.factories import UserFactory

@@ -9,7 +9,8 @@ from django.test import override_settings
 
 from documents.models import Document, IngestionJob
 from documents.selectors import corpus_version
-from documents.services.documents import DocumentInputError, document_create
+from documents.services.document_input import DocumentInputError
+from documents.services.documents import document_create
 from documents.services.trees import corpus_version_bump
 from openfable.errors import NotFoundError
 from tests.factories import CollectionFactory
@@ -173,7 +174,7 @@ def test_only_a_failed_job_can_be_retried_and_retrying_queues_a_new_one() -> Non
 
 @pytest.mark.parametrize(("slug", "message"), [("12", "all digits"), ("Bad Slug", "lowercase letters")])
 def test_collection_slugs_that_would_be_ambiguous_are_refused(slug: str, message: str) -> None:
-    from documents.services.documents import collection_create
+    from documents.services.collections import collection_create
 
     with pytest.raises(DocumentInputError, match=message):
         collection_create(name="Reports", slug=slug)

@@ -20,7 +20,8 @@ from django.db import connection
 
 from documents.models import Collection, Document, DocumentTerm, IngestionJob, Node
 from documents.services import jobs, trees
-from documents.services.documents import collection_create, collection_delete, document_create
+from documents.services.collections import collection_create, collection_delete
+from documents.services.documents import document_create
 from documents.services.jobs import JobRun, job_claim, job_run_now, jobs_fail_stalled
 from openfable.embeddings import get_embedder
 

@@ -16,7 +16,7 @@ from django.test import override_settings
 from documents.models import Collection, Document, Node, collection_index_name
 from documents.selectors import collection_index_ready, collection_index_state
 from documents.services.collection_indexes import collection_index_drop, collection_index_ensure
-from documents.services.documents import collection_delete
+from documents.services.collections import collection_delete
 from retrieval.paths import vector
 from retrieval.paths.vector import nearest_nodes
 from retrieval.scope import resolve_scope

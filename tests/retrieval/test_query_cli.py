@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from documents.services.documents import collection_create, document_create
+from documents.services.collections import collection_create
+from documents.services.documents import document_create
 from documents.services.jobs import job_run_now
 from tests.cli import run_openfable
 
