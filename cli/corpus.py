@@ -14,7 +14,7 @@ from documents import selectors
 from documents.models import Document
 from documents.presenters import collection_present, document_present, job_present, node_present
 from documents.services.documents import document_delete
-from documents.services.jobs import jobs_sweep
+from documents.services.job_queue import jobs_sweep
 from openfable.errors import UserInputError
 from openfable.health import health
 

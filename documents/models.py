@@ -448,7 +448,7 @@ class IngestionJob(models.Model):
 
     class Meta:
         ordering = ["-created", "-id"]
-        # The stalled-job sweep (documents.services.jobs.jobs_fail_stalled) reads only running jobs.
+        # The stalled-job sweep (documents.services.job_queue.jobs_fail_stalled) reads only running jobs.
         indexes = [
             models.Index(fields=["heartbeat"], condition=Q(status="running"), name="job_running_heartbeat")
         ]

@@ -14,12 +14,8 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections
 
-from documents.services.jobs import (
-    job_fail_unfinished,
-    job_run_now,
-    jobs_requeue_orphans,
-    jobs_sweep,
-)
+from documents.services.job_queue import job_fail_unfinished, jobs_requeue_orphans, jobs_sweep
+from documents.services.jobs import job_run_now
 from documents.services.reembed import nodes_embed_stale
 from openfable.celery import app
 from openfable.embeddings import EmbeddingDimensionError, EmbeddingError

@@ -40,7 +40,7 @@ from documents.services.agent import (
     agent_step_worded,
 )
 from documents.services.documents import document_create, document_delete
-from documents.services.jobs import job_wait
+from documents.services.job_queue import job_wait
 from openfable.errors import UserInputError
 from retrieval.services import retrieve
 

@@ -46,7 +46,7 @@ from documents.services.documents import (
     document_reindex,
     document_update,
 )
-from documents.services.jobs import job_wait
+from documents.services.job_queue import job_wait
 
 ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="input to fix; the message says what"),

@@ -32,7 +32,7 @@ from documents.services.document_input import (
     clean_title,
     document_input_clean,
 )
-from documents.services.jobs import job_send
+from documents.services.job_queue import job_send
 from documents.services.trees import corpus_version_bump
 from openfable.errors import ConflictError, NotFoundError
 from openfable.tokens import count_tokens

@@ -12,7 +12,8 @@ from celery.contrib.testing.worker import start_worker
 
 from documents.models import Document, IngestionJob, Node
 from documents.services.documents import document_create, document_reindex
-from documents.services.jobs import MemoEmbedder, document_index, job_claim, job_fail
+from documents.services.job_queue import job_fail
+from documents.services.jobs import MemoEmbedder, document_index, job_claim
 from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
 from openfable.celery import app as celery_app
 from openfable.embeddings import Embedder, RemoteEmbedder, get_embedder

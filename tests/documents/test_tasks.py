@@ -134,7 +134,8 @@ def test_a_job_whose_worker_died_is_failed_by_the_sweep_with_a_retry_not_left_in
     from django.utils import timezone
     from rest_framework.test import APIClient
 
-    from documents.services.jobs import job_claim, job_progress, jobs_fail_stalled, jobs_sweep
+    from documents.services.job_queue import jobs_fail_stalled, jobs_sweep
+    from documents.services.jobs import job_claim, job_progress
     from mcp_server.actions import job_status
     from openfable.api_tokens import token_create
     from tests.cli import run_openfable

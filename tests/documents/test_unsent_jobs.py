@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from documents.models import IngestionJob
 from documents.services.documents import document_create
-from documents.services.jobs import jobs_requeue_unsent
+from documents.services.job_queue import jobs_requeue_unsent
 from openfable.celery import app as celery_app
 from tests.factories import CollectionFactory
 

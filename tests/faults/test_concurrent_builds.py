@@ -22,7 +22,8 @@ from documents.models import Collection, Document, DocumentTerm, IngestionJob, N
 from documents.services import jobs, trees
 from documents.services.collections import collection_create, collection_delete
 from documents.services.documents import document_create
-from documents.services.jobs import JobRun, job_claim, job_run_now, jobs_fail_stalled
+from documents.services.job_queue import jobs_fail_stalled
+from documents.services.jobs import JobRun, job_claim, job_run_now
 from openfable.embeddings import get_embedder
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
