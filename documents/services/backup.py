@@ -14,7 +14,6 @@ whole import is one transaction, so a refused file writes nothing.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
@@ -26,38 +25,29 @@ from django.db import transaction
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from documents.ingestion.pipeline import TOC_SEPARATOR, FlatNodeRow, embedding_text
-from documents.ingestion.tree import KINDS, LEAF, MAX_DEPTH, TreeNode, check_tree
+from documents.ingestion.pipeline import FlatNodeRow, embedding_text
+from documents.ingestion.tree import LEAF
 from documents.models import Collection, Document, Node
+from documents.services.backup_format import (
+    DOCUMENT_FIELDS,
+    FORMAT,
+    FORMAT_VERSION,
+    NODE_FIELDS,
+    NODE_FLAGS,
+    BackupFileError,
+    document_line,
+    json_line,
+)
 from documents.services.collections import collection_create, slug_is_reserved
 from documents.services.documents import document_create, document_original_restore
 from documents.services.jobs import require_embedder_fits_stored_vectors
-from documents.services.trees import NODE_SUMMARY_MAX_CHARS, NODE_TITLE_MAX_CHARS, document_tree_replace
+from documents.services.trees import document_tree_replace
 from openfable.embeddings import Embedder, check_vectors, get_embedder
 from openfable.errors import ConflictError, UserInputError
 from openfable.tokens import count_tokens
 
-FORMAT = "openfable-collection"
-FORMAT_VERSION = 1
 EMBED_BATCH = 128  # texts per embedding call when vectors are recomputed
 _EXPORT_CHUNK = 50  # documents read (and their nodes prefetched) per round trip
-
-_DOCUMENT_FIELDS = ("title", "source_filename", "tags", "metadata", "builder", "status", "embedding_model")
-_NODE_FIELDS = ("kind", "depth", "ordinal", "order", "title", "summary", "toc_path", "start_char", "end_char")
-_NODE_FLAGS = ("edited", "excluded")
-# What a node's text fields hold at most: titles and summaries as edits allow them, the path as
-# the deepest tree of the longest titles makes it.
-_NODE_TEXT_LIMITS = {
-    "title": NODE_TITLE_MAX_CHARS,
-    "summary": NODE_SUMMARY_MAX_CHARS,
-    "toc_path": (MAX_DEPTH + 1) * (NODE_TITLE_MAX_CHARS + len(TOC_SEPARATOR)),
-}
-
-
-class BackupFileError(UserInputError):
-    """The file to import is not a valid export; the message names the line and the problem."""
-
-    code = "invalid_backup"
 
 
 @dataclass(frozen=True)
@@ -101,13 +91,13 @@ def collection_export(
         "exported_at": timezone.now().isoformat(),
     }
     out.write(_line(header))
-    node_fields = [*_NODE_FIELDS, *_NODE_FLAGS, "parent_id", "id", "document_id", "embedding_stale"]
+    node_fields = [*NODE_FIELDS, *NODE_FLAGS, "parent_id", "id", "document_id", "embedding_stale"]
     nodes = Node.objects.order_by("order").only(*node_fields, *(["embedding"] if with_vectors else []))
     documents = (
         Document.objects.filter(collection=collection)
         .exclude(content="")
         .order_by("created", "id")
-        .only("id", "content", "content_hash", "format", "page_spans", "original", *_DOCUMENT_FIELDS)
+        .only("id", "content", "content_hash", "format", "page_spans", "original", *DOCUMENT_FIELDS)
         .prefetch_related(Prefetch("nodes", queryset=nodes))
     )
     document_count = node_count = 0
@@ -124,15 +114,15 @@ def _document_entry(document: Document, *, with_vectors: bool) -> dict[str, Any]
     order_of = {node.pk: node.order for node in nodes}
     rows = []
     for node in nodes:
-        row: dict[str, Any] = {field: getattr(node, field) for field in _NODE_FIELDS}
+        row: dict[str, Any] = {field: getattr(node, field) for field in NODE_FIELDS}
         row["parent_order"] = order_of[node.parent_id] if node.parent_id is not None else None
-        row.update((flag, getattr(node, flag)) for flag in _NODE_FLAGS)
+        row.update((flag, getattr(node, flag)) for flag in NODE_FLAGS)
         if with_vectors:
             vector = None if node.embedding_stale or node.embedding is None else node.embedding
             row["embedding"] = None if vector is None else np.asarray(vector, dtype=np.float32).tolist()
         rows.append(row)
     return {
-        **{field: getattr(document, field) for field in _DOCUMENT_FIELDS},
+        **{field: getattr(document, field) for field in DOCUMENT_FIELDS},
         "content": document.content,
         # The text's own hash, which import checks: an uploaded file's document is known by the
         # hash of the file's bytes, which the export does not carry.
@@ -195,7 +185,7 @@ def collection_import(
         for number, text in numbered:
             if not text.strip():
                 continue
-            entry = _parse(text, number, dimensions=header["embedding"]["dimensions"])
+            entry = document_line(text, number, dimensions=header["embedding"]["dimensions"])
             try:
                 restored = _document_import(
                     entry, collection=collection, embedder=embedder, carry=carry, stored=stored
@@ -233,7 +223,7 @@ def _header(numbered: Iterator[tuple[int, str]]) -> dict[str, Any]:
     number, text = next(numbered, (1, ""))
     if not text.strip():
         raise BackupFileError("Line 1: the file is empty; expected the header of an `openfable export`.")
-    header = _json(text, number)
+    header = json_line(text, number)
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise BackupFileError(
             f"Line 1: not an `openfable export` file (its header has no format {FORMAT!r})."
@@ -295,197 +285,6 @@ def _free_slug(base: str) -> str:
         suffix += 1
         slug = f"{base}-{suffix}"
     return slug
-
-
-def _json(text: str, number: int) -> Any:
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise BackupFileError(
-            f"Line {number} is nested too deeply to read (about a thousand levels or more); an "
-            "export never is."
-        ) from None
-    except ValueError as error:
-        raise BackupFileError(f"Line {number} is not valid JSON ({error}).") from None
-
-
-def _parse(text: str, number: int, *, dimensions: int) -> dict[str, Any]:
-    """A document line with every field present and of the right type, its hash checked."""
-    entry = _json(text, number)
-    if not isinstance(entry, dict):
-        raise BackupFileError(f"Line {number}: expected a document (a JSON object).")
-    for field, kind in (
-        ("title", str),
-        ("source_filename", str),
-        ("content", str),
-        ("content_hash", str),
-        ("builder", str),
-        ("status", str),
-        ("embedding_model", str),
-        ("tags", list),
-        ("metadata", dict),
-        ("nodes", list),
-    ):
-        if not isinstance(entry.get(field), kind):
-            raise BackupFileError(
-                f"Line {number}: the document's {field!r} is missing or not a {kind.__name__}."
-            )
-        if kind is str and field != "content" and "\x00" in entry[field]:
-            raise BackupFileError(f"Line {number}: the document's {field!r} holds a NUL character.")
-    if hashlib.sha256(entry["content"].encode("utf-8", "surrogatepass")).hexdigest() != entry["content_hash"]:
-        raise BackupFileError(
-            f"Line {number}: the content of {entry['title']!r} does not match its content_hash; the file "
-            "was changed or damaged after the export."
-        )
-    if entry["builder"] not in {"", *Document.Builder.values}:
-        raise BackupFileError(f"Line {number}: unknown builder {entry['builder']!r}.")
-    _check_pages(entry, number)
-    _check_original(entry, number)
-    if entry["nodes"]:
-        _check_rows(entry, number, dimensions=dimensions)
-    return entry
-
-
-def _check_rows(entry: dict[str, Any], number: int, *, dimensions: int) -> None:
-    """Rebuild the tree from its rows and check it as ingestion does (``check_tree``)."""
-    built: list[TreeNode] = []
-    for index, row in enumerate(entry["nodes"]):
-        where = f"Line {number}: node {index} of {entry['title']!r}"
-        if not isinstance(row, dict):
-            raise BackupFileError(f"{where} is not a JSON object.")
-        for field in _NODE_FIELDS:
-            kind: type | tuple[type, ...] = str if field in {"kind", "title", "summary", "toc_path"} else int
-            if not isinstance(row.get(field), kind) or isinstance(row.get(field), bool):
-                raise BackupFileError(f"{where}: {field!r} is missing or of the wrong type.")
-        if not all(isinstance(row.get(flag), bool) for flag in _NODE_FLAGS):
-            raise BackupFileError(f"{where}: 'edited' and 'excluded' must be true or false.")
-        for field, limit in _NODE_TEXT_LIMITS.items():
-            if len(row[field]) > limit:
-                raise BackupFileError(
-                    f"{where}: its {field} is {len(row[field]):,} characters; a node's {field} holds "
-                    f"at most {limit:,}."
-                )
-            if "\x00" in row[field]:
-                raise BackupFileError(f"{where}: its {field} holds a NUL character.")
-        if row.get("embedding") is not None:
-            _check_vector(row["embedding"], dimensions=dimensions, where=where)
-        if row["kind"] not in KINDS:
-            raise BackupFileError(f"{where}: unknown kind {row['kind']!r}.")
-        if row["order"] != index:
-            raise BackupFileError(f"{where}: its order is {row['order']}; rows are in pre-order, from 0.")
-        parent = row.get("parent_order")
-        node = TreeNode(
-            kind=row["kind"],
-            start_char=row["start_char"],
-            end_char=row["end_char"],
-            title=row["title"],
-            summary=row["summary"],
-        )
-        if index == 0:
-            if parent is not None:
-                raise BackupFileError(f"{where}: the first node is the root and has no parent.")
-        elif not isinstance(parent, int) or isinstance(parent, bool) or not 0 <= parent < index:
-            raise BackupFileError(f"{where}: its parent_order must name an earlier node.")
-        else:
-            siblings = built[parent].children
-            if row["ordinal"] != len(siblings) or row["depth"] != entry["nodes"][parent]["depth"] + 1:
-                raise BackupFileError(f"{where}: its ordinal or depth does not fit its parent.")
-            siblings.append(node)
-        built.append(node)
-    walked = [id(node) for node, _depth in built[0].walk()]
-    if walked != [id(node) for node in built]:
-        raise BackupFileError(f"Line {number}: the nodes of {entry['title']!r} are not in pre-order.")
-    if any(
-        row["depth"] != depth for row, (_node, depth) in zip(entry["nodes"], built[0].walk(), strict=True)
-    ):
-        raise BackupFileError(f"Line {number}: the root of {entry['title']!r} must have depth 0.")
-    try:
-        check_tree(built[0], entry["content"])
-    except UserInputError as error:
-        raise BackupFileError(
-            f"Line {number}: the tree of {entry['title']!r} is not valid: {error}."
-        ) from None
-
-
-def _check_vector(vector: object, *, dimensions: int, where: str) -> None:
-    """A vector a query can be compared with: ``dimensions`` finite numbers, not all zero (a zero
-    vector has no direction: its cosine is NaN, and every query on the collection would fail)."""
-    if not isinstance(vector, list) or not all(
-        isinstance(value, int | float) and not isinstance(value, bool) for value in vector
-    ):
-        raise BackupFileError(f"{where}: its embedding must be a list of numbers.")
-    if len(vector) != dimensions:
-        raise BackupFileError(
-            f"{where}: its embedding has {len(vector)} numbers; the header says {dimensions}."
-        )
-    try:
-        with np.errstate(over="ignore", under="ignore"):
-            stored = np.asarray(vector, dtype=np.float64).astype(np.float32)  # as pgvector holds it
-            # pgvector sums the squares in single precision for the cosine: it must be a number above 0.
-            length = np.sum(stored * stored, dtype=np.float32)
-    except OverflowError:  # an integer beyond any float
-        stored, length = np.array([np.inf]), np.float32(np.inf)
-    if not np.isfinite(stored).all():
-        raise BackupFileError(f"{where}: its embedding holds NaN, infinite or too large numbers.")
-    if not 0 < length < np.inf:
-        raise BackupFileError(
-            f"{where}: its embedding is all zeros (or so small or large that its length is), which no "
-            "query can be compared with. Export the collection again, or remove the embedding and "
-            "it is computed on import."
-        )
-
-
-def _check_pages(entry: dict[str, Any], number: int) -> None:
-    """The format and page map (written since issue 21; older exports have neither): a known
-    format, and pages that partition the text in order."""
-    entry.setdefault("format", Document.Format.TEXT)
-    entry.setdefault("page_spans", [])
-    if entry["format"] not in Document.Format.values:
-        raise BackupFileError(f"Line {number}: unknown format {entry['format']!r}.")
-    spans = entry["page_spans"]
-    expected_start = 0
-    for span in spans if isinstance(spans, list) else [None]:
-        if not (
-            isinstance(span, list)
-            and len(span) == 3
-            and all(type(value) is int for value in span)
-            and span[1] == expected_start
-            and span[1] <= span[2] <= len(entry["content"])
-        ):
-            raise BackupFileError(
-                f"Line {number}: the page map of {entry['title']!r} is not a list of [page, start, end] "
-                "that runs through the text in order; export the collection again."
-            )
-        expected_start = span[2]
-    if spans and expected_start != len(entry["content"]):
-        raise BackupFileError(
-            f"Line {number}: the page map of {entry['title']!r} stops before the text ends."
-        )
-
-
-def _check_original(entry: dict[str, Any], number: int) -> None:
-    """The uploaded file (written since issue 21; optional): its bytes decoded and checked
-    against their hash, kept as ``entry["original_bytes"]``."""
-    original = entry.get("original")
-    if original is None:
-        return
-    where = f"Line {number}: the original file of {entry['title']!r}"
-    if not (
-        isinstance(original, dict)
-        and all(isinstance(original.get(field), str) for field in ("name", "sha256", "base64"))
-    ):
-        raise BackupFileError(f"{where} needs a name, a sha256 and its base64 content.")
-    if entry.get("format") == Document.Format.TEXT:
-        raise BackupFileError(f"{where} belongs to a text document; only PDF, Word and HTML keep one.")
-    try:
-        data = base64.b64decode(original["base64"], validate=True)
-    except (binascii.Error, ValueError):
-        raise BackupFileError(f"{where} is not valid base64; export the collection again.") from None
-    if hashlib.sha256(data).hexdigest() != original["sha256"]:
-        raise BackupFileError(
-            f"{where} does not match its sha256; the file was changed or damaged after the export."
-        )
-    entry["original_bytes"] = data
 
 
 def _document_import(

@@ -178,7 +178,7 @@ def test_an_export_carries_a_files_text_and_pages_and_imports_them(file_storage:
     import io
     import json
 
-    from documents.services import backup
+    from documents.services import backup, backup_format
 
     source = CollectionFactory.create(slug="reports")
     document = document_create(
@@ -197,7 +197,7 @@ def test_an_export_carries_a_files_text_and_pages_and_imports_them(file_storage:
     header, line = out.getvalue().splitlines()
     entry = json.loads(line)
     assert entry["format"] == "pdf" and entry["page_spans"] == document.page_spans
-    assert backup._parse(line, 2, dimensions=384)["page_spans"] == document.page_spans
+    assert backup_format.document_line(line, 2, dimensions=384)["page_spans"] == document.page_spans
 
     # The original file goes too: the restored document can be downloaded, shown page by page
     # and re-indexed from it.
@@ -230,12 +230,12 @@ def test_an_export_carries_a_files_text_and_pages_and_imports_them(file_storage:
 
     stored_before = sorted(p.name for p in file_storage.rglob("*") if p.is_file())
     damaged = {**entry, "original": {**entry["original"], "sha256": "0" * 64}}
-    with pytest.raises(backup.BackupFileError, match="original file of 'report' does not match"):
+    with pytest.raises(backup_format.BackupFileError, match="original file of 'report' does not match"):
         backup.collection_import(lines=[header, json.dumps(entry), json.dumps(damaged)], slug="refused")
     # The whole import is refused: no row, and no file left behind by its first line.
     assert not Document.objects.filter(collection__slug="refused").exists()
     assert sorted(p.name for p in file_storage.rglob("*") if p.is_file()) == stored_before
 
     entry["page_spans"] = [[1, 0, 5]]
-    with pytest.raises(backup.BackupFileError, match="page map"):
-        backup._parse(json.dumps(entry), 2, dimensions=384)
+    with pytest.raises(backup_format.BackupFileError, match="page map"):
+        backup_format.document_line(json.dumps(entry), 2, dimensions=384)
