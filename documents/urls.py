@@ -2,15 +2,15 @@ from __future__ import annotations
 
 from django.urls import path
 
-from documents import views
+from documents import collection_views, views
 
 app_name = "documents"
 
 urlpatterns = [
     path("", views.corpus, name="home"),
-    path("collections/", views.collections_page, name="collections"),
-    path("collections/<slug:slug>/", views.collection_page, name="collection"),
-    path("invitations/<int:pk>/", views.invitation_answer, name="invitation"),
+    path("collections/", collection_views.collections_page, name="collections"),
+    path("collections/<slug:slug>/", collection_views.collection_page, name="collection"),
+    path("invitations/<int:pk>/", collection_views.invitation_answer, name="invitation"),
     path("documents/<int:pk>/", views.document_detail, name="detail"),
     path("documents/<int:pk>/row", views.document_row, name="row"),
     path("documents/<int:pk>/original", views.document_original, name="original"),

@@ -28,10 +28,8 @@ from documents.models import FILE_FORMATS, Document, IngestionJob
 from documents.page_views import node_page_views, page_image_path
 from documents.progress_words import progress_words
 from documents.services import nodes
-from documents.services.collections import collection_create, collection_delete, collection_update
 from documents.services.documents import document_create, document_delete, document_reindex, job_retry
-from documents.services.sharing import invitation_accept, invitation_decline
-from openfable.errors import NotFoundError, OpenFableError, PermissionDeniedError, UserInputError
+from openfable.errors import NotFoundError, OpenFableError, UserInputError
 from openfable.http import HtmxHttpRequest
 from openfable.llm import llm_configured
 
@@ -446,90 +444,3 @@ def _number(raw: object, name: str) -> int:
 
 def _version(raw: object) -> int | None:
     return int(str(raw)) if str(raw or "").isdecimal() else None
-
-
-# -- collections ---------------------------------------------------------------------------------
-
-
-@login_required
-def collections_page(request: HtmxHttpRequest) -> HttpResponse:
-    """The collections a person can see; a new one is theirs."""
-    error: UserInputError | None = None
-    if request.method == "POST":
-        try:
-            made = collection_create(
-                name=request.POST.get("name", ""), slug=request.POST.get("slug", ""), owner=request.user
-            )
-        except UserInputError as problem:
-            error = problem
-        else:
-            messages.success(request, f"Made “{made.name}”.")
-            return redirect("documents:collection", slug=made.slug)
-    collections = (
-        selectors.collection_list(user=request.user).select_related("owner").prefetch_related("members")
-    )
-    return render(
-        request,
-        "documents/collections.html",
-        {
-            "collections": collections,
-            "invitations": selectors.invitations_for(user=request.user),
-            "error": error,
-        },
-        status=400 if error else 200,
-    )
-
-
-@login_required
-@require_POST
-def invitation_answer(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """Accept (``accept`` in the form) or decline an invitation to share a collection."""
-    if "accept" in request.POST:
-        collection = invitation_accept(invitation_id=pk, user=request.user)
-        messages.success(
-            request, f"“{collection.name}” is shared with you: its documents are in your searches now."
-        )
-    else:
-        invitation_decline(invitation_id=pk, user=request.user)
-        messages.success(request, "Declined.")
-    return redirect("documents:collections")
-
-
-@login_required
-def collection_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    """Rename, share (members by username) or delete a collection: its owner only."""
-    collection = selectors.collection_get(user=request.user, collection=slug)
-    manages = selectors.collection_may_manage(user=request.user, collection=collection)
-    error: UserInputError | None = None
-    if request.method == "POST":
-        try:
-            if not manages:
-                raise PermissionDeniedError("Only the collection's owner can rename, share or delete it.")
-            if request.POST.get("delete") == collection.slug:
-                collection_delete(collection=collection)
-                messages.success(request, f"Deleted “{collection.name}” and its documents.")
-                return redirect("documents:collections")
-            if "delete" in request.POST:
-                raise UserInputError(f"Type the slug {collection.slug!r} to confirm the deletion.")
-            names = [name.strip() for name in request.POST.get("members", "").split(",") if name.strip()]
-            collection_update(
-                collection=collection,
-                name=request.POST.get("name", collection.name),
-                members=selectors.users_named(names),
-                by=request.user,
-            )
-            messages.success(
-                request, "Saved. People not yet members are invited: they join when they accept."
-            )
-            return redirect("documents:collection", slug=collection.slug)
-        except UserInputError as problem:
-            error = problem
-    context = {
-        "collection": collection,
-        "manages": manages,
-        "members": ", ".join(member.get_username() for member in collection.members.all()),
-        "invited": ", ".join(selectors.collection_invited(collection=collection)),
-        "document_count": collection.documents.count(),
-        "error": error,
-    }
-    return render(request, "documents/collection.html", context, status=error.status if error else 200)
