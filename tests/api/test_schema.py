@@ -20,9 +20,11 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from api.serializers import SLUG_PATTERN
-from documents.services.collections import slug_check
+from documents.models import Document, Node
+from documents.services.collections import collection_update, slug_check
 from documents.services.document_input import DocumentInputError
 from documents.services.documents import document_create
+from documents.services.jobs import job_run_now
 from openfable.api_tokens import token_create
 from tests.api.conftest import GUIDE
 from tests.factories import CollectionFactory, UserFactory
@@ -59,8 +61,11 @@ def test_schemathesis_finds_nothing_with_every_check(
 ) -> None:
     user = UserFactory.create(is_superuser=superuser, is_staff=superuser)
     collection = CollectionFactory.create(owner=user)
-    document_create(collection=collection, content=GUIDE, queue=False)
+    document = document_create(collection=collection, content=GUIDE, queue=False).document
+    indexed = job_run_now(document_id=document.pk)
+    assert indexed is not None and indexed.succeeded
     _, key = token_create(user=user, name="schemathesis")
+    _real_ids(tmp_path, document=document, invited=user)
     # No worker runs here: ?wait=true must not hold each generated upload for two minutes. And the
     # run is one user's burst of requests, not what the rate limit is for.
     settings.API_WAIT_SECONDS = 0.01
@@ -101,6 +106,39 @@ def _schemathesis(base_url: str, key: str, folder: Path, *selection: str) -> str
     report = run.stdout + run.stderr
     assert run.returncode == 0, report[-20_000:]
     return report
+
+
+def _real_ids(folder: Path, *, document: Document, invited: Any) -> None:
+    """A schemathesis.toml where the run starts (``folder``) that sends real ids to the operations
+    on nodes, on a document's edits and on an invitation, whose ids no link in the schema hands
+    over: generated ids only ever reached their 404. Each operation that may take its node away
+    (dissolve, merge, split, move) gets a node of its own, so that every check also runs against
+    real nodes; once one succeeds, the later requests for it meet a changed tree or a 404."""
+    sections = list(Node.objects.filter(document=document, kind=Node.Kind.SECTION).order_by("order"))
+    leaves = list(Node.objects.filter(document=document, kind=Node.Kind.LEAF).order_by("order"))
+    assert len(sections) >= 2 and len(leaves) >= 3, "the guide has sections and leaves to spare"
+    other = CollectionFactory.create(owner=UserFactory.create())
+    collection_update(collection=other, members=[invited], by=other.owner)
+    invitation = other.invitations.get(user=invited)
+    real = {
+        "v1_api_nodes_retrieve": sections[0].pk,
+        "v1_api_nodes_partial_update": sections[0].pk,
+        "v1_api_nodes_move_places_retrieve": sections[0].pk,
+        "v1_api_nodes_dissolve_create": sections[-1].pk,
+        "v1_api_nodes_merge_create": leaves[0].pk,
+        "v1_api_nodes_move_create": leaves[1].pk,
+        "v1_api_nodes_split_create": leaves[-1].pk,
+        "v1_api_documents_group_create": document.pk,
+        "v1_api_documents_undo_create": document.pk,
+        "v1_api_invitations_create": invitation.pk,
+        "v1_api_invitations_destroy": invitation.pk,
+    }
+    (folder / "schemathesis.toml").write_text(
+        "".join(
+            f'[[operations]]\ninclude-operation-id = "{operation}"\nparameters = {{ "path.id" = {pk} }}\n\n'
+            for operation, pk in real.items()
+        )
+    )
 
 
 def _tested(report: str) -> int:
