@@ -24,7 +24,9 @@ def fast_password_hashing() -> Iterator[None]:
     second per sign-in and per user with a password here, which added a minute or more to the
     suite and tested nothing. PBKDF2 stays listed, so that its hashes still verify (a test
     that Django re-hashes them at sign-in uses one). Processes the tests start run the real
-    settings."""
+    settings: a test whose users sign in to a server process it starts hashes their passwords
+    with the real hashers (``settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS``, as
+    tests/benchmarks/test_load.py does)."""
     from django.test import override_settings
 
     with override_settings(

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from django.conf import global_settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from pytest_django.fixtures import Settings
 
 from documents.models import Collection
 from fable_benchmarks.command import BenchCommand
@@ -92,7 +94,12 @@ def test_the_servers_run_the_commands_of_docker_compose() -> None:
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)  # the servers read what this process wrote: committed
-def test_a_short_run_serves_every_request_and_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_a_short_run_serves_every_request_and_leaves_nothing_behind(
+    tmp_path: Path, settings: Settings
+) -> None:
+    # The load's UI users sign in to the web server it starts, which runs the real settings: their
+    # passwords are hashed as there, not with the tests' fast hasher (tests/conftest.py).
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
     docs, queries, background = tmp_path / "docs.jsonl", tmp_path / "queries.jsonl", tmp_path / "bg.jsonl"
     docs.write_text("".join(json.dumps(document) + "\n" for document in DOCUMENTS))
     queries.write_text("".join(json.dumps({"query": {"content": text}}) + "\n" for text in QUESTIONS))

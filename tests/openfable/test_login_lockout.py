@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import time_machine
+from django.conf import global_settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.test import Client
@@ -206,6 +207,8 @@ def test_a_new_x_forwarded_for_on_each_try_does_not_escape_the_lockout_over_http
     from tests.faults.processes import app_environment, free_port, stop_process, wait_for
 
     assert not settings.BEHIND_PROXY
+    # Hashed as the server process (the real settings) checks it: the right password would sign in.
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
     get_user_model().objects.create_user(username="ada", password=PASSWORD)
     db = connection.settings_dict
     env = app_environment(
