@@ -38,7 +38,7 @@ from documents.services.backup_format import (
     document_line,
     json_line,
 )
-from documents.services.collections import collection_create, slug_is_reserved
+from documents.services.collections import collection_create, slug_free, slug_is_reserved
 from documents.services.documents import document_create, document_original_restore
 from documents.services.jobs import require_embedder_fits_stored_vectors
 from documents.services.trees import document_tree_replace
@@ -262,7 +262,7 @@ def _target_collection(*, slug: str, name: str, chosen: bool) -> Collection:
         if not chosen and slug_is_reserved(slug):
             # An export of a default collection: its slug is kept for default collections, so
             # the documents come back in a new collection beside it (the summary names it).
-            slug = _free_slug(f"imported-{slug}")
+            slug = slug_free(f"imported-{slug}")
         return collection_create(name=name, slug=slug)
     if not chosen and existing.owner_id is not None:
         raise ConflictError(
@@ -277,14 +277,6 @@ def _target_collection(*, slug: str, name: str, chosen: bool) -> Collection:
             "into a new or empty collection only. Choose another slug with --collection."
         )
     return existing
-
-
-def _free_slug(base: str) -> str:
-    slug, suffix = base, 1
-    while Collection.objects.filter(slug=slug).exists():
-        suffix += 1
-        slug = f"{base}-{suffix}"
-    return slug
 
 
 def _document_import(

@@ -79,11 +79,11 @@ def collection_default(*, user: Any = None) -> Collection:
     if existing is not None:
         return existing
     if owner is None:
-        name, slug = "Default", _free_default_slug(DEFAULT_COLLECTION_SLUG)
+        name, slug = "Default", slug_free(DEFAULT_COLLECTION_SLUG)
     else:
         name, slug = (
             f"{owner.get_username()}'s documents",
-            _free_default_slug(f"{DEFAULT_COLLECTION_SLUG}-{owner.pk}"),
+            slug_free(f"{DEFAULT_COLLECTION_SLUG}-{owner.pk}"),
         )
     # get_or_create: two first uploads at once make one default (the unique constraint on
     # owner and is_default refuses the second insert, which then reads the first).
@@ -93,8 +93,9 @@ def collection_default(*, user: Any = None) -> Collection:
     return collection
 
 
-def _free_default_slug(base: str) -> str:
-    """``base``, or ``base-2``, ``base-3``… when a collection made before slugs were reserved holds it."""
+def slug_free(base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``… when a collection holds it (for a default collection: one
+    made before slugs were reserved; for an import: the collection it came from)."""
     slug, suffix = base, 1
     while Collection.objects.filter(slug=slug).exists():
         suffix += 1
