@@ -232,13 +232,16 @@ def document_scores(
     selecting, cutoff, common, common_params = "%s", "", "", []
     cutoff_params: list[Any] = []
     if not small:
-        # Each term's postings in scope are counted up to the cut-off and no further (the scope's
-        # ids hashed once), and only when the scope is larger than the cut-off (else no term can
-        # pass it); only the terms at or under it are read for BM25.
+        # Each term's postings in scope are counted up to the cut-off and no further, and only
+        # when the scope is larger than the cut-off (else no term can pass it); only the terms at
+        # or under it are read for BM25. The count reads the term's own postings, which lie
+        # together in the (term, document) index, and checks each against the scope's ids hashed
+        # once: ``IS TRUE`` keeps the planner from turning the check into a join that probes the
+        # index once per scope id (at 1M nodes that touched 36,000 pages a query, 900 now).
         selecting = "ARRAY(SELECT term FROM unnest(%s::text[]) AS q (term) WHERE term NOT IN (SELECT term FROM common))"
         common = (
             "counted AS MATERIALIZED (SELECT q.term, (SELECT count(*) FROM ("
-            f"    SELECT FROM {term_table} t WHERE t.term = q.term AND t.document_id IN (SELECT id FROM scope) "
+            f"    SELECT FROM {term_table} t WHERE t.term = q.term AND (t.document_id IN (SELECT id FROM scope)) IS TRUE "
             "     LIMIT stats.cutoff + 1) AS held) AS held "
             "  FROM unnest(%s::text[]) AS q (term) CROSS JOIN stats WHERE stats.considered > stats.cutoff), "
             "common AS (SELECT term, held FROM counted CROSS JOIN stats WHERE held > cutoff), "
