@@ -377,7 +377,7 @@ class TreeEdit(models.Model):
 class DocumentTerm(models.Model):
     """The lexical path's inverted index: how often each search term occurs in a document's leaves.
 
-    Derived from the leaves' ``Node.search`` by ``documents.services.document_terms_refresh``
+    Derived from the leaves' ``Node.search`` by ``documents.services.search_index``
     whenever a tree is written. Document-level BM25 reads only the rows of the query's terms
     through the (term, document) index, never the wide node rows; node-level BM25 reads the
     nodes' own tsvectors.
@@ -396,6 +396,71 @@ class DocumentTerm(models.Model):
 
     def __str__(self) -> str:
         return f"{self.term} x{self.frequency} in document {self.document_id}"
+
+
+class SearchableDocument(models.Model):
+    """A document a query can search (it has a root not excluded from retrieval), with what
+    document-level BM25 reads of it: its collection and its length. Kept by
+    ``documents.services.search_index`` with the postings, so a query's scope is read from
+    these narrow rows alone, never from the documents and their roots."""
+
+    document = models.OneToOneField(
+        Document, on_delete=models.CASCADE, primary_key=True, related_name="searchable"
+    )
+    collection = models.ForeignKey(  # the document's, copied; no constraint: see ``CollectionTerm``
+        Collection, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    length = models.PositiveIntegerField(help_text="the document's token count")
+
+    def __str__(self) -> str:
+        return f"document {self.document_id} (length {self.length})"
+
+
+class CollectionTerm(models.Model):
+    """The term dictionary: how many searchable documents of a collection hold a term (its
+    document frequency), summed from ``DocumentTerm`` by ``documents.services.search_index`` in
+    the transaction that changes it. Document-level BM25 over whole collections reads a common
+    term's frequency from one row instead of counting its postings. A row may hold 0 (the term
+    left every document of the collection): harmless, and gone with the collection."""
+
+    # No constraint in the database (the rows go with their collection all the same, by the
+    # ORM's cascade): its deferred check at the commit of a tree swap would lock the collection
+    # after the document, the opposite of the order a collection's deletion takes (a deadlock).
+    collection = models.ForeignKey(
+        Collection, on_delete=models.CASCADE, db_constraint=False, related_name="terms"
+    )
+    term = models.TextField(help_text="a lexeme as the search configuration stems it")
+    # Not Positive: the index is kept by adding signed changes (ON CONFLICT DO UPDATE), and
+    # PostgreSQL checks a row's constraints before it finds the conflict.
+    documents = models.IntegerField(help_text="searchable documents of the collection holding the term")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["term", "collection"], include=["documents"], name="collection_term_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.term} in {self.documents} documents of collection {self.collection_id}"
+
+
+class CollectionSearchStats(models.Model):
+    """BM25's collection statistics: how many of a collection's documents a query can search, and
+    their total length (sums over ``SearchableDocument``), kept with ``CollectionTerm``."""
+
+    collection = models.OneToOneField(  # no database constraint: see ``CollectionTerm``
+        Collection,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        db_constraint=False,
+        related_name="search_stats",
+    )
+    documents = models.IntegerField(default=0)
+    tokens = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"collection {self.collection_id}: {self.documents} searchable documents"
 
 
 class IngestionJob(models.Model):

@@ -170,7 +170,10 @@ def lexical_documents(
         report = PathReport(LEXICAL, ran=True, reason=reason, detail=detail)
         return LexicalDocuments(report, terms=terms, passage_terms=tuple(words.passage_terms))
     found = lexical_paths.document_scores(
-        words.terms, document_ids=scope.document_ids, best=LEXICAL_TOP_DOCUMENTS
+        words.terms,
+        document_ids=scope.document_ids,
+        collection_ids=scope.whole_collections,
+        best=LEXICAL_TOP_DOCUMENTS,
     )
     best = sorted(found.scores.items(), key=lambda item: (-item[1], item[0]))
     detail["documents_in_scope"] = found.considered

@@ -28,6 +28,9 @@ class Scope:
     filters: dict[str, Any]  # normalised, echoed in the result and part of the cache key
     visibility: str  # "all", "public" or "user:<id>"
     collection_id: int | None = None  # the one collection the documents lie in, when filtered to it
+    # The collections whose documents are exactly the ones in scope, when that is so (a query
+    # filtered by collection alone, or a user's unfiltered one): their statistics are kept whole.
+    whole_collections: tuple[int, ...] | None = None
 
     @property
     def whole_collection(self) -> bool:
@@ -73,11 +76,17 @@ def resolve_scope(
         filters["tags"] = wanted
     if not filters and collections is None:
         return Scope(document_ids=None, filters={}, visibility=visibility)
+    whole: tuple[int, ...] | None = None
+    if set(filters) == {"collection"} and collection_id is not None:
+        whole = (collection_id,)
+    elif not filters and collections is not None:
+        whole = tuple(sorted(collections.values_list("pk", flat=True)))
     return Scope(
         document_ids=_matching_ids(selected, filters),
         filters=filters,
         visibility=visibility,
         collection_id=collection_id,
+        whole_collections=whole,
     )
 
 

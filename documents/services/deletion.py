@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 
 from documents.models import Document
 from documents.page_views import page_images_delete
+from documents.services.search_index import search_index_remove
 
 
 def documents_clear(documents: QuerySet[Document]) -> None:
@@ -49,6 +50,7 @@ def _lock_and_clear_nodes(documents: QuerySet[Document]) -> None:
     """
     ids = list(documents.select_for_update().order_by("pk").values_list("pk", flat=True))
     if ids:
+        search_index_remove(ids)  # their collections' term counts and lengths drop with them
         with connection.cursor() as cursor:
             # One statement instead of Django's cascade collector walking the parent links.
             cursor.execute("DELETE FROM documents_node WHERE document_id = ANY(%s)", [ids])

@@ -1,4 +1,5 @@
-"""Writes to document trees: the atomic tree swap, the lexical index, the corpus version.
+"""Writes to document trees: the atomic tree swap and the corpus version (the lexical index
+is written with the tree: ``documents.services.search_index``).
 
 Every write that changes what a query can find moves the corpus version in the same
 transaction, so a cached query result never outlives the corpus it was computed on.
@@ -19,6 +20,7 @@ from documents.ingestion.pipeline import FlatNodeRow
 from documents.ingestion.tree import LEAF
 from documents.models import AgentState, CorpusVersion, Document, IngestionJob, Node, TreeEdit
 from documents.services.collection_indexes import collection_index_ensure
+from documents.services.search_index import search_index_refresh
 from openfable.tokens import count_tokens
 
 NODE_TITLE_MAX_CHARS = 500
@@ -38,28 +40,6 @@ def corpus_version_bump() -> int:
     if not updated:
         CorpusVersion.objects.get_or_create(pk=1, defaults={"version": 1})
     return int(CorpusVersion.objects.values_list("version", flat=True).get(pk=1))
-
-
-# Rebuilds the rows of documents.DocumentTerm for the documents given (parameter: id array) from
-# their leaves' tsvectors (migration 0005 runs the same statement over every existing tree).
-DOCUMENT_TERMS_SQL = (
-    "INSERT INTO documents_documentterm (document_id, term, frequency) "
-    "SELECT n.document_id, t.lexeme, sum(coalesce(array_length(t.positions, 1), 1)) "
-    "FROM documents_node n CROSS JOIN LATERAL unnest(n.search) t "
-    "WHERE n.kind = 'leaf' AND NOT n.excluded AND n.document_id = ANY(%s) "
-    "GROUP BY n.document_id, t.lexeme"
-)
-
-
-def document_terms_refresh(document_ids: list[int]) -> None:
-    """Rewrite the lexical index (``DocumentTerm``) of these documents from their current leaves
-    (those excluded from retrieval left out).
-
-    Call it in the transaction that writes a tree, so the index never disagrees with the nodes.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM documents_documentterm WHERE document_id = ANY(%s)", [document_ids])
-        cursor.execute(DOCUMENT_TERMS_SQL, [document_ids])
 
 
 @transaction.atomic
@@ -115,7 +95,6 @@ def document_tree_replace(
         ]
         Node.objects.bulk_create(nodes, batch_size=500)
         saved.update((row.order, node) for row, node in zip(level, nodes, strict=True))
-    document_terms_refresh([document.pk])
     TreeEdit.objects.filter(document_id=document.pk).delete()
     text_fields = (
         {
@@ -134,6 +113,7 @@ def document_tree_replace(
         updated=timezone.now(),
         **text_fields,
     )
+    search_index_refresh([document.pk])  # after the token count: it is the document's length
     if extracted is not None:
         document.content, document.page_spans = extracted.text, extracted.page_spans
     if builder != Document.Builder.AGENT:

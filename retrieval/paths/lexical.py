@@ -35,10 +35,17 @@ held by more than ``common_term_cutoff(N)`` documents in scope -- at least
 ``COMMON_TERM_MIN_DOCUMENTS``, and ``COMMON_TERM_SHARE`` of N -- does not select documents: the
 document level ranks by the query's other terms (BM25 exactly as below, with the same N and
 lengths), and a query whose every term is common gets no documents from it (the vector path picks
-them, and node-level BM25 still weighs every term inside them). Counting whether a term is common
-reads at most the cut-off's number of its postings, never all of them. A scope of fewer than
+them, and node-level BM25 still weighs every term inside them). A scope of fewer than
 ``COMMON_TERM_MIN_DOCUMENTS`` documents has no common term, so every collection of the benchmarks
 ranks exactly as without the cut-off.
+
+Where the statistics come from. A scope of whole collections (a query filtered to one, a user's
+unfiltered query, the whole corpus) reads N, the mean length and each query term's document
+frequency from what the index keeps per collection (``documents.services.search_index``: the term
+dictionary ``CollectionTerm`` and ``CollectionSearchStats``): a few rows whatever the collections
+hold, as a search engine's term dictionary holds each term's document frequency. Any other scope
+(a documents or tags filter) counts them over its documents; there, whether a term is common is
+counted up to the cut-off and no further.
 
 Names at the node level (``name_weights``). A name the query gives ("According to the judgment of
 Preston, Lancaster, Court, what crimes did M. Harris commit?") routed it to its document; inside
@@ -62,7 +69,14 @@ from typing import Any
 
 from django.db import connection
 
-from documents.models import SEARCH_CONFIG, Document, DocumentTerm, Node
+from documents.models import (
+    SEARCH_CONFIG,
+    CollectionSearchStats,
+    CollectionTerm,
+    DocumentTerm,
+    Node,
+    SearchableDocument,
+)
 
 K1 = 1.2
 B = 0.75
@@ -186,58 +200,120 @@ def bm25(
     return scores
 
 
-def searchable_documents_sql(document_ids: Sequence[int] | None) -> tuple[str, list[Any]]:
-    """SQL (and its parameters) of (id, token_count) of the documents in scope (None: all) that
-    a query can search: those holding a root not excluded from retrieval. Read from the index
-    ``node_searchable_root`` alone, never each root's wide row (an order of magnitude slower on
-    the 11K-document dev corpus); plain SQL, as the rest: the ORM's compilation of it cost as much
-    again (README, "Latency on real corpora")."""
-    document_table = connection.ops.quote_name(Document._meta.db_table)
-    node_table = connection.ops.quote_name(Node._meta.db_table)
-    sql = (
-        f"SELECT d.id, d.token_count FROM {document_table} d JOIN {node_table} n "
-        "ON n.document_id = d.id AND n.kind = %s AND NOT n.excluded"
-    )
-    params: list[Any] = [Node.Kind.ROOT.value]
-    if document_ids is not None:
-        sql += " WHERE d.id = ANY(%s)"
-        params.append(list(document_ids))
-    return sql, params
+def searchable_documents_sql(document_ids: Sequence[int]) -> tuple[str, list[Any]]:
+    """SQL (and its parameters) of (id, length) of these documents that a query can search
+    (``SearchableDocument``: those holding a root not excluded from retrieval), read through its
+    primary key. Plain SQL, as the rest: the ORM's compilation of it cost as much as running it
+    (README, "Latency on real corpora")."""
+    searchable_table = connection.ops.quote_name(SearchableDocument._meta.db_table)
+    return f"SELECT document_id, length FROM {searchable_table} WHERE document_id = ANY(%s)", [
+        list(document_ids)
+    ]
 
 
 def document_scores(
-    terms: Sequence[str], *, document_ids: Sequence[int] | None, best: int | None = None
+    terms: Sequence[str],
+    *,
+    document_ids: Sequence[int] | None,
+    collection_ids: Sequence[int] | None = None,
+    best: int | None = None,
 ) -> LexicalScores:
-    """BM25 of the indexed documents in scope (``document_ids``; None: all) holding a query term;
-    with ``best``, only the best that many (ties by id), and how many documents hold each term.
+    """BM25 of the indexed documents in scope holding a query term; with ``best``, only the best
+    that many (ties by id), and how many documents hold each term.
 
-    One query over the inverted index ``DocumentTerm`` (a document's term frequencies summed over
-    its leaves, kept by ``documents.services.document_terms_refresh``): the scope's size and mean
-    length, and the frequencies of the query's terms, read through the (term, document) index.
-    BM25 is summed in the database (``bm25``'s formula, in SQL): a common word's postings never
-    leave it. On the 11K-document dev corpus, whose synthetic vocabulary puts every word in two
-    thirds of the documents, a five-word query reads tens of thousands of postings, and shipping
-    them to Python made the lexical path the slowest stage (README, "Synthetic corpora"); now
-    terms past the common-term cut-off (module docstring) are only counted, up to it, and are
-    reported in ``common_terms`` instead of scored.
+    The scope: ``document_ids`` (None: the whole corpus); ``collection_ids`` when those are
+    exactly every document of these collections (a query filtered to a collection, or a user's
+    unfiltered one), which lets the statistics come from the collections' own
+    (``_DICTIONARY_STATS``) instead of being counted over the documents (``_COUNTED_STATS``).
+    Either way one query over the inverted index ``DocumentTerm`` (a document's term frequencies
+    summed over its leaves), read through its (term, document) index, with BM25 summed in the
+    database (``bm25``'s formula, in SQL): a common word's postings never leave it. Terms past the
+    common-term cut-off (module docstring) are reported in ``common_terms`` instead of scored;
+    within the cut-off's floor, both ways give the same scores to the last digit.
     """
     if not terms or (document_ids is not None and not document_ids):
         return LexicalScores({}, 0)  # an empty scope (a user who sees no collection) finds nothing
+    if document_ids is None or collection_ids is not None:
+        statistics, params = _dictionary_statistics(terms, collection_ids)
+    else:
+        statistics, params = _counted_statistics(terms, document_ids)
+    limit = "" if best is None else f" LIMIT {int(best)}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH {statistics}, "
+            "scored AS (SELECT p.document_id, sum(idf.idf * p.tf * (%s + 1) "
+            "                  / (p.tf + %s * (1 - %s + %s * p.length / stats.average))) AS score "
+            "           FROM postings p JOIN idf USING (term) CROSS JOIN stats GROUP BY p.document_id), "
+            f"top AS (SELECT document_id, score FROM scored ORDER BY score DESC, document_id{limit}) "
+            "SELECT 'document', document_id, score, NULL FROM top "
+            "UNION ALL SELECT 'term', NULL, df, term FROM idf "
+            "UNION ALL SELECT 'common', NULL, held, term FROM common "
+            "UNION ALL SELECT 'scope', NULL, considered, NULL FROM stats",
+            [*params, K1, K1, B, B],
+        )
+        return _document_rows_scores(cursor.fetchall())
+
+
+# Both kinds of statistics below end in the same four relations, which ``document_scores`` reads:
+#   stats (considered, average, cutoff): N, the mean length, the common-term cut-off;
+#   common (term, held): the query's terms past the cut-off;
+#   idf (term, df, idf): the others that some document in scope holds;
+#   postings (document_id, term, tf, length): those terms' postings in scope.
+_IDF = "ln(1 + (stats.considered - h.df + 0.5) / (h.df + 0.5))"
+
+
+def _dictionary_statistics(
+    terms: Sequence[str], collection_ids: Sequence[int] | None
+) -> tuple[str, list[Any]]:
+    """Statistics of whole collections (None: every one) read from what the index keeps for
+    each (``CollectionSearchStats``, ``CollectionTerm``): a few rows, whatever their size."""
+    in_scope, scope_params = "", []
+    if collection_ids is not None:
+        in_scope, scope_params = "collection_id = ANY(%s) AND ", [list(collection_ids)]
+    stats_table = connection.ops.quote_name(CollectionSearchStats._meta.db_table)
+    dictionary_table = connection.ops.quote_name(CollectionTerm._meta.db_table)
+    term_table = connection.ops.quote_name(DocumentTerm._meta.db_table)
+    searchable_table = connection.ops.quote_name(SearchableDocument._meta.db_table)
+    sql = (
+        "stats AS MATERIALIZED (SELECT coalesce(sum(documents), 0) AS considered, "
+        "    coalesce(nullif(sum(tokens)::float8 / nullif(sum(documents), 0), 0), 1) AS average, "
+        "    greatest(%s, ceil(%s * coalesce(sum(documents), 0)))::int AS cutoff "
+        f"  FROM {stats_table} WHERE {in_scope}true), "
+        "held AS MATERIALIZED (SELECT term, sum(documents) AS df "
+        f"  FROM {dictionary_table} WHERE {in_scope}term = ANY(%s::text[]) GROUP BY term HAVING sum(documents) > 0), "
+        "common AS (SELECT term, df AS held FROM held CROSS JOIN stats WHERE df > cutoff), "
+        f"idf AS MATERIALIZED (SELECT h.term, h.df, {_IDF} AS idf FROM held h CROSS JOIN stats WHERE h.df <= stats.cutoff), "
+        "postings AS MATERIALIZED ("
+        "  SELECT t.document_id, t.term, t.frequency::float8 AS tf, s.length::float8 AS length "
+        f"  FROM {term_table} t JOIN {searchable_table} s ON s.document_id = t.document_id "
+        f"  WHERE {in_scope.replace('collection_id', 's.collection_id')}t.term = ANY(ARRAY(SELECT term FROM idf)))"
+    )
+    params = [
+        COMMON_TERM_MIN_DOCUMENTS, COMMON_TERM_SHARE, *scope_params,
+        *scope_params, list(terms),
+        *scope_params,
+    ]  # fmt: skip
+    return sql, params
+
+
+def _counted_statistics(terms: Sequence[str], document_ids: Sequence[int]) -> tuple[str, list[Any]]:
+    """Statistics of a list of documents (a documents or tags filter), counted over them.
+
+    A list no longer than the cut-off's floor has no common term: the query is the exhaustive
+    one. A longer one counts each term's postings in scope up to the cut-off and no further, and
+    only the terms at or under it are read for BM25. The count reads the term's own postings,
+    which lie together in the (term, document) index, and checks each against the scope's ids
+    hashed once: ``IS TRUE`` keeps the planner from turning the check into a join that probes the
+    index once per scope id (at 1M nodes that touched 36,000 pages a query, 900 then)."""
     scope_sql, scope_params = searchable_documents_sql(document_ids)
     term_table = connection.ops.quote_name(DocumentTerm._meta.db_table)
-    limit = "" if best is None else f" LIMIT {int(best)}"
-    # A scope no larger than the cut-off's floor has no common term: its query is the exhaustive
-    # one, unchanged (every collection of the benchmarks).
-    small = document_ids is not None and len(document_ids) <= COMMON_TERM_MIN_DOCUMENTS
-    selecting, cutoff, common, common_params = "%s", "", "", []
-    cutoff_params: list[Any] = []
+    small = len(document_ids) <= COMMON_TERM_MIN_DOCUMENTS
+    selecting, common, common_params = (
+        "%s",
+        "common AS (SELECT NULL::text AS term, 0 AS held WHERE false), ",
+        [],
+    )
     if not small:
-        # Each term's postings in scope are counted up to the cut-off and no further, and only
-        # when the scope is larger than the cut-off (else no term can pass it); only the terms at
-        # or under it are read for BM25. The count reads the term's own postings, which lie
-        # together in the (term, document) index, and checks each against the scope's ids hashed
-        # once: ``IS TRUE`` keeps the planner from turning the check into a join that probes the
-        # index once per scope id (at 1M nodes that touched 36,000 pages a query, 900 now).
         selecting = "ARRAY(SELECT term FROM unnest(%s::text[]) AS q (term) WHERE term NOT IN (SELECT term FROM common))"
         common = (
             "counted AS MATERIALIZED (SELECT q.term, (SELECT count(*) FROM ("
@@ -247,36 +323,20 @@ def document_scores(
             "common AS (SELECT term, held FROM counted CROSS JOIN stats WHERE held > cutoff), "
         )
         common_params = [list(terms)]
-        cutoff, cutoff_params = (
-            ", greatest(%s, ceil(%s * count(*)))::int AS cutoff",
-            [COMMON_TERM_MIN_DOCUMENTS, COMMON_TERM_SHARE],
-        )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH scope (id, length) AS MATERIALIZED ({scope_sql}), "
-            "stats AS (SELECT count(*) AS considered, "
-            f"          coalesce(nullif(avg(length), 0), 1)::float8 AS average{cutoff} FROM scope), "
-            f"{common}"
-            "postings AS MATERIALIZED ("
-            f"  SELECT t.document_id, t.term, t.frequency::float8 AS tf, s.length::float8 AS length "
-            f"  FROM {term_table} t JOIN scope s ON s.id = t.document_id WHERE t.term = ANY({selecting})), "
-            "holding AS (SELECT term, count(*) AS df FROM postings GROUP BY term), "
-            "idf AS (SELECT h.term, h.df, ln(1 + (stats.considered - h.df + 0.5) / (h.df + 0.5)) AS idf "
-            "        FROM holding h CROSS JOIN stats), "
-            "scored AS (SELECT p.document_id, sum(idf.idf * p.tf * (%s + 1) "
-            "                  / (p.tf + %s * (1 - %s + %s * p.length / stats.average))) AS score "
-            "           FROM postings p JOIN idf USING (term) CROSS JOIN stats GROUP BY p.document_id), "
-            f"top AS (SELECT document_id, score FROM scored ORDER BY score DESC, document_id{limit}) "
-            "SELECT 'document', document_id, score, NULL FROM top "
-            "UNION ALL SELECT 'term', NULL, df, term FROM idf "
-            + ("UNION ALL SELECT 'common', NULL, held, term FROM common " if common else "")
-            + "UNION ALL SELECT 'scope', NULL, considered, NULL FROM stats",
-            [
-                *scope_params, *cutoff_params, *common_params,
-                list(terms), K1, K1, B, B,
-            ],
-        )  # fmt: skip
-        return _document_rows_scores(cursor.fetchall())
+    sql = (
+        f"scope (id, length) AS MATERIALIZED ({scope_sql}), "
+        "stats AS (SELECT count(*) AS considered, "
+        "          coalesce(nullif(avg(length), 0), 1)::float8 AS average, "
+        "          greatest(%s, ceil(%s * count(*)))::int AS cutoff FROM scope), "
+        f"{common}"
+        "postings AS MATERIALIZED ("
+        "  SELECT t.document_id, t.term, t.frequency::float8 AS tf, s.length::float8 AS length "
+        f"  FROM {term_table} t JOIN scope s ON s.id = t.document_id WHERE t.term = ANY({selecting})), "
+        "holding AS (SELECT term, count(*) AS df FROM postings GROUP BY term), "
+        f"idf AS (SELECT h.term, h.df, {_IDF} AS idf FROM holding h CROSS JOIN stats)"
+    )
+    params = [*scope_params, COMMON_TERM_MIN_DOCUMENTS, COMMON_TERM_SHARE, *common_params, list(terms)]
+    return sql, params
 
 
 def _document_rows_scores(rows: Sequence[tuple[Any, ...]]) -> LexicalScores:

@@ -641,7 +641,7 @@ def test_an_edit_of_a_node_that_is_gone_says_so(guide: Document) -> None:
 # -- cost ------------------------------------------------------------------------------------------
 
 
-MAX_EDIT_QUERIES = 18  # measured 12-18 here; on 4,000 nodes one more per 1,000 renumbered rows
+MAX_EDIT_QUERIES = 19  # measured 13-19 here; on 4,000 nodes one more per 1,000 renumbered rows
 
 
 def _big_spec(sections: int) -> Sec:

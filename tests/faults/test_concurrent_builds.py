@@ -18,7 +18,15 @@ import numpy as np
 import pytest
 from django.db import connection
 
-from documents.models import Collection, Document, DocumentTerm, IngestionJob, Node
+from documents.models import (
+    Collection,
+    CollectionSearchStats,
+    CollectionTerm,
+    Document,
+    DocumentTerm,
+    IngestionJob,
+    Node,
+)
 from documents.services import jobs, trees
 from documents.services.collections import collection_create, collection_delete
 from documents.services.documents import document_create
@@ -103,14 +111,14 @@ def _waiting_on_a_lock(timeout: float = 30) -> None:
 def pause_in_save(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[threading.Event, threading.Event]]:
     """Holds a tree swap inside its transaction, its new nodes written, until ``release`` is set."""
     inside, release = threading.Event(), threading.Event()
-    real = trees.document_terms_refresh
+    real = trees.search_index_refresh
 
     def paused(document_ids: list[int]) -> None:
         real(document_ids)
         inside.set()
         assert release.wait(60), "the test never let the swap commit"
 
-    monkeypatch.setattr(trees, "document_terms_refresh", paused)
+    monkeypatch.setattr(trees, "search_index_refresh", paused)
     yield inside, release
     release.set()
 
@@ -141,6 +149,7 @@ def test_deleting_a_collection_while_a_tree_is_saved_waits_for_it_and_removes_ev
     assert not Collection.objects.filter(pk=collection.pk).exists()
     assert not Document.objects.exists() and not Node.objects.exists()
     assert not DocumentTerm.objects.exists() and not IngestionJob.objects.exists()
+    assert not CollectionTerm.objects.exists() and not CollectionSearchStats.objects.exists()
 
 
 def test_deleting_a_collection_while_its_documents_embed_stops_the_builds_quietly(

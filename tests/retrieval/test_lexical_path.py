@@ -281,11 +281,41 @@ def test_a_damped_name_no_longer_outranks_the_passage_that_answers() -> None:
     assert damped[charge.pk] > damped[heading.pk]
 
 
-def test_the_searchable_documents_are_read_from_their_own_index() -> None:
-    _document("A", ["The turbine blade inspection schedule."])
-    sql, params = lexical.searchable_documents_sql(None)
+def test_a_listed_scope_is_read_from_the_searchable_documents_alone() -> None:
+    document = _document("A", ["The turbine blade inspection schedule."])
+    sql, params = lexical.searchable_documents_sql([document.pk])
     plan = query_plan(f"SELECT count(*) FROM ({sql}) AS scope", params, without_seqscan=True)
-    assert "Index Only Scan using node_searchable_root" in plan, plan
+    assert "documents_searchabledocument_pkey" in plan and "documents_node" not in plan, plan
+
+
+def test_whole_collections_are_scored_from_their_statistics_as_counted_ones_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The dictionary (``CollectionTerm``, ``CollectionSearchStats``) gives the scores and counts
+    that counting the same documents gives, common terms included, in one collection and in
+    several, and in none: no postings of another collection count."""
+    documents, terms = _common_world(monkeypatch)  # each document in a collection of its own
+    elsewhere = _document("G", ["The pump, the pump."])
+    collections = [document.collection_id for document in documents]
+    ids = [document.pk for document in documents]
+    with CaptureQueriesContext(connection) as queries:
+        kept = lexical.document_scores(terms, document_ids=ids, collection_ids=collections, best=20)
+    assert "counted AS" not in queries[-1]["sql"] and "collectionterm" in queries[-1]["sql"], (
+        "read, not counted"
+    )
+    counted = lexical.document_scores(terms, document_ids=ids, best=20)
+    assert kept.common_terms == counted.common_terms == {"pump"}
+    assert kept.considered == counted.considered == 6
+    assert kept.document_frequency == counted.document_frequency == {"valv": 2}
+    assert kept.scores.keys() == counted.scores.keys()
+    for pk, score in counted.scores.items():
+        assert kept.scores[pk] == pytest.approx(score, rel=1e-12)
+    both = [*collections, elsewhere.collection_id]
+    everything = lexical.document_scores(terms, document_ids=None)
+    assert (
+        lexical.document_scores(terms, document_ids=[*ids, elsewhere.pk], collection_ids=both) == everything
+    )
+    assert everything.considered == 7 and everything.common_terms == {"pump"}
 
 
 # -- the common-term cut-off -------------------------------------------------------------------------

@@ -35,7 +35,8 @@ from documents.services.history import (
     edit_session_undo,
 )
 from documents.services.nodes.texts import node_texts_clean, node_update
-from documents.services.trees import corpus_version_bump, document_terms_refresh, queue_embedding
+from documents.services.search_index import search_index_refresh
+from documents.services.trees import corpus_version_bump, queue_embedding
 from documents.tree_edits import NodeEditError
 from openfable.errors import ConflictError
 
@@ -231,7 +232,7 @@ def _finish(
         node = Node.objects.defer("embedding").get(pk=node_key) if node_key is not None else None
         return TreeEditResult(edit=None, node=node, tree_version=document.tree_version)
     if saved.leaves_changed:
-        document_terms_refresh([document.pk])
+        search_index_refresh([document.pk])
     if saved.reembedding:
         queue_embedding(saved.reembedding)
     corpus_version_bump()
