@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from openfable.startup import StartupError, disk_problem, ensure_folder, free_space
 
@@ -36,6 +37,18 @@ _DISK_MESSAGES = {
 }
 
 logger = logging.getLogger(__name__)
+
+# The server's settings of our own, in a file the cluster's postgresql.conf includes, written
+# before each start (``_settings_write``). PostgreSQL's default buffer cache (128 MB) holds a
+# tenth of the HNSW index of a million nodes: every query then copied index pages in from the
+# kernel's cache, which cost a 1M-node query more than all the rest of its vector search (README,
+# "Synthetic corpora"). A quarter of the memory, PostgreSQL's documented starting point, within
+# [SHARED_BUFFERS_MIN_MB, SHARED_BUFFERS_MAX_MB]; OPENFABLE_EMBEDDED_SHARED_BUFFERS_MB sets it.
+# The kernel hands the pages over as they are first used: a small corpus never takes them.
+SETTINGS_FILE = "openfable.conf"
+_INCLUDE = f"include_if_exists = '{SETTINGS_FILE}'\n"
+SHARED_BUFFERS_MIN_MB = 128
+SHARED_BUFFERS_MAX_MB = 4096
 
 
 @dataclass(frozen=True)
@@ -86,18 +99,77 @@ def ensure_running(data_dir: Path) -> EmbeddedDatabase:
             f"database needs about {NEW_CLUSTER_BYTES // 1_000_000} MB; free some space or point "
             "OPENFABLE_DATA_DIR at another disk."
         )
-    with _pgserver_messages() as said:
-        try:
-            server = pgserver.get_server(data_dir, cleanup_mode=None)
-        except OSError as error:
-            raise disk_problem(error, data_dir, what="the embedded database folder") from error
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
-            raise _start_failure(data_dir, "\n".join(said)) from error
+    fresh = not (data_dir / "PG_VERSION").exists()
+    if not fresh and not is_running(data_dir):
+        _settings_write(data_dir)
+    server = _start(pgserver, data_dir)
+    if fresh:  # initdb has just made it and started it with PostgreSQL's defaults
+        _settings_write(data_dir)
+        stop(data_dir)
+        server = _start(pgserver, data_dir)
     info = server.get_postmaster_info()
     socket_dir = str(info.socket_dir) if info.socket_dir is not None else str(data_dir)
     database = EmbeddedDatabase(data_dir=data_dir, socket_dir=socket_dir)
     _ensure_database(database)
     return database
+
+
+def _start(pgserver: Any, data_dir: Path) -> Any:
+    """Start the cluster (pgserver: ``initdb`` first when there is none). Should it not start with
+    our settings (a buffer cache the machine cannot give), it starts with PostgreSQL's own."""
+
+    def attempt() -> Any:
+        # pgserver keeps one handle per folder and hands it back without starting anything:
+        # after a stop or a failed start, a new one is what starts the server again.
+        pgserver.postgres_server.PostgresServer._instances.pop(data_dir, None)
+        return pgserver.get_server(data_dir, cleanup_mode=None)
+
+    with _pgserver_messages() as said:
+        try:
+            try:
+                return attempt()
+            except subprocess.CalledProcessError:
+                settings = data_dir / SETTINGS_FILE
+                if not settings.exists():
+                    raise
+                logger.warning(
+                    "the embedded PostgreSQL did not start with %s (%s); starting it with "
+                    "PostgreSQL's defaults",
+                    settings,
+                    settings.read_text().strip().replace("\n", "; "),
+                )
+                settings.unlink()
+                return attempt()
+        except OSError as error:
+            raise disk_problem(error, data_dir, what="the embedded database folder") from error
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+            raise _start_failure(data_dir, "\n".join(said)) from error
+
+
+def shared_buffers_mb() -> int:
+    """The buffer cache the embedded server starts with, in MB (see ``SETTINGS_FILE``)."""
+    given = os.environ.get("OPENFABLE_EMBEDDED_SHARED_BUFFERS_MB", "").strip()
+    if given:
+        if not given.isdecimal() or int(given) < 1:
+            raise StartupError(
+                f"OPENFABLE_EMBEDDED_SHARED_BUFFERS_MB is {given!r}; give a whole number of megabytes, e.g. 1024."
+            )
+        return int(given)
+    import psutil  # pgserver's own dependency
+
+    quarter = psutil.virtual_memory().total // 4 // 1_048_576
+    return max(SHARED_BUFFERS_MIN_MB, min(SHARED_BUFFERS_MAX_MB, quarter))
+
+
+def _settings_write(data_dir: Path) -> None:
+    """Write our settings for the cluster's next start, and include them from its configuration."""
+    (data_dir / SETTINGS_FILE).write_text(f"shared_buffers = '{shared_buffers_mb()}MB'\n")
+    configuration = data_dir / "postgresql.conf"
+    if _INCLUDE not in configuration.read_text():
+        with configuration.open("a") as file:
+            file.write(
+                "\n# OpenFable's settings (openfable/embedded_db.py), rewritten at each start\n" + _INCLUDE
+            )
 
 
 def _free_bytes(path: Path) -> int:

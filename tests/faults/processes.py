@@ -95,7 +95,7 @@ def stop_process(process: subprocess.Popen[bytes], *, grace: float = 30) -> None
         process.wait(timeout=30)
 
 
-@dataclass(frozen=True)
+@dataclass
 class PrivateCluster:
     """A PostgreSQL + pgvector cluster of one test's own, made and started the way the app makes
     its embedded one (``openfable.embedded_db``), so a test may stop it without disturbing the
@@ -106,10 +106,12 @@ class PrivateCluster:
     which would leave the server unreachable for ``pg_ctl`` mid-test (see ``private_cluster``)."""
 
     data_dir: Path
+    said: str = ""  # what the last start wrote to stderr
 
-    def start(self) -> str:
+    def start(self, **openfable: str) -> str:
         """Start it (initialising it the first time) in a child process, as the app's start-up
-        does; the URL of its ``openfable`` database."""
+        does, with these OPENFABLE_* settings (see ``app_environment``); the URL of its
+        ``openfable`` database."""
         script = (
             "import sys; from pathlib import Path; from openfable.embedded_db import ensure_running; "
             "print(ensure_running(Path(sys.argv[1])).url())"
@@ -117,12 +119,13 @@ class PrivateCluster:
         done = subprocess.run(
             [sys.executable, "-c", script, str(self.data_dir)],
             cwd=REPO_ROOT,
-            env=app_environment(),
+            env=app_environment(**openfable),
             capture_output=True,
             text=True,
             timeout=120,
         )
         assert done.returncode == 0, done.stderr
+        self.said = done.stderr
         return done.stdout.strip().splitlines()[-1]
 
     def stop(self) -> None:
