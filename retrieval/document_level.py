@@ -25,8 +25,6 @@ from typing import Any
 
 import numpy as np
 from django.db import connection
-from django.db.models import Func, IntegerField, Value
-from django.db.models.functions import Lower
 
 from documents.models import Document, Node, page_finder
 from openfable.embeddings import Embedder
@@ -83,15 +81,19 @@ def named_titles(*, query: str, scope: Scope, query_settings: QuerySettings) -> 
 
 def documents_by_title_in_query(*, query: str, scope: Scope) -> dict[str, list[int]]:
     """The documents in scope whose title the query contains (any case), by title: one scan of
-    the titles, no embedding."""
-    documents = Document.objects.filter(status=Document.Status.INDEXED)
+    the titles, no embedding. Plain SQL: the ORM's compilation of it (a placeholder per document
+    in scope) took 2-5 ms of a query, its run 0.1 ms."""
+    document_table = connection.ops.quote_name(Document._meta.db_table)
+    sql = f"SELECT id, title FROM {document_table} WHERE status = %s AND strpos(lower(%s), lower(title)) > 0"
+    params: list[Any] = [Document.Status.INDEXED.value, query]
     if scope.document_ids is not None:
-        documents = documents.filter(pk__in=scope.document_ids)
-    # PostgreSQL's strpos(query, title) > 0: the title occurs in the query.
-    position = Func(Lower(Value(query)), Lower("title"), function="strpos", output_field=IntegerField())
+        sql += " AND id = ANY(%s)"
+        params.append(list(scope.document_ids))
     found: dict[str, list[int]] = defaultdict(list)
-    for pk, title in documents.annotate(at=position).filter(at__gt=0).values_list("pk", "title"):
-        found[title].append(pk)
+    with connection.cursor() as cursor:
+        cursor.execute(sql + " ORDER BY id", params)
+        for pk, title in cursor.fetchall():
+            found[title].append(pk)
     return dict(found)
 
 

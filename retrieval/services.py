@@ -225,7 +225,9 @@ def _answer(request: _Query, *, vector: np.ndarray | None, laps: Laps) -> Retrie
     """Run the stages of one query in order and put their outcomes together."""
     laps.end("validate")
     paths, notes = _llm_not_used(request)
-    named, pending = _start_embedding(request, vector)
+    named = _named_titles(request, vector)
+    laps.end("titles")
+    pending = _start_embedding(request, vector, named)
     laps.end("embed")  # the local model's whole time; a remote one's shows below
     lexical = lexical_documents(  # while a remote embedder answers
         query=request.text,
@@ -257,14 +259,20 @@ def _llm_not_used(request: _Query) -> tuple[dict[str, PathReport], tuple[str, ..
     return paths, ()
 
 
-def _start_embedding(request: _Query, vector: np.ndarray | None) -> tuple[NamedTitles, Future[QueryVectors]]:
-    """The titles the query names, and its vectors on their way (the caller's own: at once)."""
+def _named_titles(request: _Query, vector: np.ndarray | None) -> NamedTitles:
+    """The titles the query names (none looked for when the caller gives its own vector)."""
+    if vector is not None:
+        return NamedTitles()
+    return named_titles(query=request.text, scope=request.scope, query_settings=request.settings)
+
+
+def _start_embedding(request: _Query, vector: np.ndarray | None, named: NamedTitles) -> Future[QueryVectors]:
+    """The query's vectors on their way (the caller's own: at once)."""
     if vector is not None:  # no text to embed
         given: Future[QueryVectors] = Future()
         given.set_result(QueryVectors(query=vector, passage=None, titles_embedded=0))
-        return NamedTitles(), given
-    named = named_titles(query=request.text, scope=request.scope, query_settings=request.settings)
-    return named, start_embedding(get_embedder(), query=request.text, titles=named.titles)
+        return given
+    return start_embedding(get_embedder(), query=request.text, titles=named.titles)
 
 
 def _document_level(
