@@ -27,6 +27,7 @@ import numpy as np
 from django.db import connection
 
 from documents.models import Document, Node, page_finder
+from documents.selectors import document_texts
 from openfable.embeddings import Embedder
 from openfable.llm import LLMClient
 from openfable.tokens import count_tokens
@@ -332,8 +333,7 @@ def whole_documents(
     is excluded from retrieval."""
     if any(info[pk].has_excluded for pk in selected):
         return WholeDocuments()  # the whole text would carry excluded parts: the node level packs the rest
-    loaded = Document.objects.filter(pk__in=selected).values_list("pk", "content", "page_spans")
-    contents = {pk: (content, page_spans) for pk, content, page_spans in loaded}
+    contents = document_texts(selected)
     by_key = {item.key: item for item in fused}
     chunks = tuple(
         _whole_document(by_key[pk], *contents[pk], rank=ranks[pk], info=info[pk])

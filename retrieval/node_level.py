@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from documents.ingestion.tree import LEAF
-from documents.models import Document, page_finder
+from documents.models import page_finder
+from documents.selectors import document_texts
 from openfable.llm import LLMClient, LLMUsage
 from openfable.tokens import count_tokens, truncate_to_tokens
 from retrieval.expansion import ExpansionWeights, NodeScore, tree_expansion
@@ -168,12 +169,12 @@ def _fetch_nodes(selected: Sequence[int], vector: np.ndarray) -> _Nodes:
         for row in vector_paths.nodes_with_similarity(document_ids=list(selected), query_vector=vector)
     }
     # The texts and page maps in one read: each chunk's pages come with it, no query per chunk.
-    loaded = list(Document.objects.filter(pk__in=selected).values_list("pk", "content", "page_spans"))
+    loaded = document_texts(selected)
     return _Nodes(
         rows=rows,
         outline={node_id: row.outline_node() for node_id, row in rows.items()},
-        contents={pk: content for pk, content, _ in loaded},
-        pages={pk: page_finder(page_spans) for pk, _, page_spans in loaded},
+        contents={pk: content for pk, (content, _) in loaded.items()},
+        pages={pk: page_finder(page_spans) for pk, (_, page_spans) in loaded.items()},
     )
 
 

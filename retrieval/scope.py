@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import F, Func, QuerySet
 
 from documents.models import Collection, Document
-from documents.selectors import as_id, collection_get, collections_visible
+from documents.selectors import as_id, collection_document_ids, collection_get, collections_visible
 from documents.services.document_input import TAG_MAX_CHARS, TAGS_MAX_COUNT
 from openfable.errors import NotFoundError
 from retrieval.result import RetrievalInputError, RetrievalNotFoundError
@@ -81,8 +81,9 @@ def resolve_scope(
         whole = (collection_id,)
     elif not filters and collections is not None:
         whole = tuple(sorted(collections.values_list("pk", flat=True)))
+    matching = collection_document_ids(whole) if whole is not None else None
     return Scope(
-        document_ids=_matching_ids(selected, filters),
+        document_ids=_matching_ids(selected, filters, matching),
         filters=filters,
         visibility=visibility,
         collection_id=collection_id,
@@ -90,9 +91,11 @@ def resolve_scope(
     )
 
 
-def _matching_ids(selected: QuerySet[Document], filters: dict[str, Any]) -> list[int]:
-    """The ids of the documents in scope; filters that match nothing together are refused."""
-    ids = list(selected.order_by("pk").values_list("pk", flat=True))
+def _matching_ids(selected: QuerySet[Document], filters: dict[str, Any], ids: list[int] | None) -> list[int]:
+    """The ids of the documents in scope (``ids`` when read already); filters that match nothing
+    together are refused."""
+    if ids is None:
+        ids = list(selected.order_by("pk").values_list("pk", flat=True))
     if not ids and filters:
         described = "; ".join(f"{name}: {value}" for name, value in filters.items())
         raise RetrievalNotFoundError(
