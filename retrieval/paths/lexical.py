@@ -39,13 +39,14 @@ them, and node-level BM25 still weighs every term inside them). A scope of fewer
 ``COMMON_TERM_MIN_DOCUMENTS`` documents has no common term, so every collection of the benchmarks
 ranks exactly as without the cut-off.
 
-Where the statistics come from. A scope of whole collections (a query filtered to one, a user's
-unfiltered query, the whole corpus) reads N, the mean length and each query term's document
+Where the statistics come from. A large scope of whole collections (a query filtered to one, a
+user's unfiltered query, the whole corpus) reads N, the mean length and each query term's document
 frequency from what the index keeps per collection (``documents.services.search_index``: the term
 dictionary ``CollectionTerm`` and ``CollectionSearchStats``): a few rows whatever the collections
 hold, as a search engine's term dictionary holds each term's document frequency. Any other scope
-(a documents or tags filter) counts them over its documents; there, whether a term is common is
-counted up to the cut-off and no further.
+(a documents or tags filter, or one within the cut-off's floor, where counting is cheaper) counts
+them over its documents; there, whether a term is common is counted up to the cut-off and no
+further.
 
 Names at the node level (``name_weights``). A name the query gives ("According to the judgment of
 Preston, Lancaster, Court, what crimes did M. Harris commit?") routed it to its document; inside
@@ -229,8 +230,9 @@ def document_scores(
     Either way one query over the inverted index ``DocumentTerm`` (a document's term frequencies
     summed over its leaves), read through its (term, document) index, with BM25 summed in the
     database (``bm25``'s formula, in SQL): a common word's postings never leave it. Terms past the
-    common-term cut-off (module docstring) are reported in ``common_terms`` instead of scored;
-    within the cut-off's floor, both ways give the same scores to the last digit.
+    common-term cut-off (module docstring) are reported in ``common_terms`` instead of scored.
+    Both ways give the same scores, to floating-point rounding (the mean length is divided in a
+    different order).
     """
     if not terms or (document_ids is not None and not document_ids):
         return LexicalScores({}, 0)  # an empty scope (a user who sees no collection) finds nothing
