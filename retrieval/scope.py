@@ -76,11 +76,7 @@ def resolve_scope(
         filters["tags"] = wanted
     if not filters and collections is None:
         return Scope(document_ids=None, filters={}, visibility=visibility)
-    whole: tuple[int, ...] | None = None
-    if set(filters) == {"collection"} and collection_id is not None:
-        whole = (collection_id,)
-    elif not filters and collections is not None:
-        whole = tuple(sorted(collections.values_list("pk", flat=True)))
+    whole = _whole_collections(filters, collection_id, collections)
     matching = collection_document_ids(whole) if whole is not None else None
     return Scope(
         document_ids=_matching_ids(selected, filters, matching),
@@ -89,6 +85,18 @@ def resolve_scope(
         collection_id=collection_id,
         whole_collections=whole,
     )
+
+
+def _whole_collections(
+    filters: dict[str, Any], collection_id: int | None, visible: QuerySet[Collection] | None
+) -> tuple[int, ...] | None:
+    """The collections whose documents are exactly the scope's, when that is so: the one a query
+    is filtered to by collection alone, or every one a user may read for an unfiltered query."""
+    if set(filters) == {"collection"} and collection_id is not None:
+        return (collection_id,)
+    if not filters and visible is not None:
+        return tuple(sorted(visible.values_list("pk", flat=True)))
+    return None
 
 
 def _matching_ids(selected: QuerySet[Document], filters: dict[str, Any], ids: list[int] | None) -> list[int]:
