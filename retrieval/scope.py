@@ -77,9 +77,12 @@ def resolve_scope(
     if not filters and collections is None:
         return Scope(document_ids=None, filters={}, visibility=visibility)
     whole = _whole_collections(filters, collection_id, collections)
-    matching = collection_document_ids(whole) if whole is not None else None
+    if whole is not None:
+        ids = collection_document_ids(whole)
+    else:
+        ids = list(selected.order_by("pk").values_list("pk", flat=True))
     return Scope(
-        document_ids=_matching_ids(selected, filters, matching),
+        document_ids=_refuse_nothing_matched(ids, filters),
         filters=filters,
         visibility=visibility,
         collection_id=collection_id,
@@ -99,11 +102,8 @@ def _whole_collections(
     return None
 
 
-def _matching_ids(selected: QuerySet[Document], filters: dict[str, Any], ids: list[int] | None) -> list[int]:
-    """The ids of the documents in scope (``ids`` when read already); filters that match nothing
-    together are refused."""
-    if ids is None:
-        ids = list(selected.order_by("pk").values_list("pk", flat=True))
+def _refuse_nothing_matched(ids: list[int], filters: dict[str, Any]) -> list[int]:
+    """The ids of the documents in scope; filters that match nothing together are refused."""
     if not ids and filters:
         described = "; ".join(f"{name}: {value}" for name, value in filters.items())
         raise RetrievalNotFoundError(
