@@ -177,3 +177,20 @@ def test_vector_literal_round_trips() -> None:
     assert vector.ef_search_for(1) == vector.EF_SEARCH_MIN
     assert vector.ef_search_for(50) == 200
     assert vector.ef_search_for(10_000) == vector.EF_SEARCH_MAX
+
+
+# Outside a test transaction (autocommit, as a request runs), where SET LOCAL would otherwise last.
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("together", [True, False], ids=["one message", "server-side binding"])
+def test_an_index_scan_widens_the_beam_for_itself_alone(
+    together: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector, "_sends_statements_together", lambda cursor: together)
+    # The scan sees the beam it asked for...
+    seen = vector._index_scan("SELECT current_setting('hnsw.ef_search')::int, 0, NULL::float8", [], 777)
+    assert seen == [(777, 0, None)]
+    # ...and the next statement on the connection pgvector's default again (none before pgvector
+    # is loaded in this session).
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('hnsw.ef_search', true)")
+        assert cursor.fetchone()[0] in {"40", "", None}
