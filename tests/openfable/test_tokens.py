@@ -5,6 +5,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from openfable import tokens
 from openfable.tokens import count_tokens, truncate_to_tokens
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -78,3 +81,26 @@ def test_tokens_work_offline_without_importing_litellm() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith(os.path.join("litellm_core_utils", "tokenizers"))
+
+
+def test_long_texts_are_counted_once_and_told_apart_by_their_content(monkeypatch: pytest.MonkeyPatch) -> None:
+    counted: list[int] = []
+    real_count = tokens._count
+
+    def count(text: str) -> int:
+        counted.append(len(text))
+        return real_count(text)
+
+    monkeypatch.setattr(tokens, "_count", count)
+    monkeypatch.setattr(tokens, "_remembered", tokens._RememberedCounts(2))
+    long_text = TEXT * 10  # over the length worth remembering
+    edited = long_text.replace("thirty (30)", "ninety (90) calendar", 1)
+    expected = real_count(long_text)
+    assert count_tokens(long_text) == count_tokens(long_text) == expected
+    assert counted == [len(long_text)]  # the second count was remembered
+    assert count_tokens(edited) == real_count(edited) != expected  # one edit: counted anew
+    assert count_tokens(TEXT) == count_tokens(TEXT)  # short texts are always counted
+    assert counted == [len(long_text), len(edited), len(TEXT), len(TEXT)]
+    count_tokens(edited + " a third one")  # past the memo's size: the oldest is forgotten
+    count_tokens(long_text)
+    assert counted[-1] == len(long_text)
