@@ -151,7 +151,7 @@ def _collection_index_plan(collection: Collection) -> str:
         .first()
     )
     literal = vector_paths.vector_literal(np.asarray(root))
-    sql = vector_paths.collection_hnsw_sql(collection.pk, filtered=False)
+    sql = vector_paths.collection_hnsw_sql(collection.pk)
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, vector_paths.hnsw_params(literal, limit=settings.RETRIEVAL_TOP_K))
         plan = "\n".join(row[0] for row in cursor.fetchall())

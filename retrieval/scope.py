@@ -1,5 +1,8 @@
 """The corpus one query searches: collection, document and tag filters, checked against what
-the user may read, resolved to the ids of the documents in scope.
+the user may read, resolved to the documents in scope: listed by id (a documents or tags filter),
+or every document of some collections (a collection filter alone, a user's unfiltered query),
+which are never listed: each statement keeps to them itself (``Scope.documents_sql``), so a
+query over a collection of 100,000 documents reads no 100,000 ids.
 
 Every mistake a caller can make here raises ``RetrievalInputError`` with a message that says what
 was wrong and what to do instead.
@@ -11,10 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.db.models import F, Func, QuerySet
 
 from documents.models import Collection, Document
-from documents.selectors import as_id, collection_document_ids, collection_get, collections_visible
+from documents.selectors import as_id, collection_get, collections_contents, collections_visible
 from documents.services.document_input import TAG_MAX_CHARS, TAGS_MAX_COUNT
 from openfable.errors import NotFoundError
 from retrieval.result import RetrievalInputError, RetrievalNotFoundError
@@ -24,19 +28,59 @@ from retrieval.result import RetrievalInputError, RetrievalNotFoundError
 class Scope:
     """The documents a query searches, and the filters and visibility it was resolved from."""
 
-    document_ids: list[int] | None  # None: the whole corpus
+    # The documents in scope, listed (a documents or tags filter). None: not listed: every
+    # document of ``whole_collections``, or of the corpus when that is None too.
+    document_ids: list[int] | None
     filters: dict[str, Any]  # normalised, echoed in the result and part of the cache key
     visibility: str  # "all", "public" or "user:<id>"
     collection_id: int | None = None  # the one collection the documents lie in, when filtered to it
     # The collections whose documents are exactly the ones in scope, when that is so (a query
-    # filtered by collection alone, or a user's unfiltered one): their statistics are kept whole.
+    # filtered by collection alone, or a user's unfiltered one), and how many of their documents
+    # a query can search: their statistics are kept whole.
     whole_collections: tuple[int, ...] | None = None
+    searchable_documents: int = 0
 
     @property
     def whole_collection(self) -> bool:
         """The documents are all of that collection's: a visible collection is visible whole, so
         the collection filter alone keeps every one of its documents."""
         return self.collection_id is not None and set(self.filters) == {"collection"}
+
+    def documents_sql(self, id_column: str, *, collection_column: str | None = None) -> tuple[str, list[Any]]:
+        """A condition that keeps a statement's rows to the documents in scope, and its
+        parameters (``documents_condition``); "TRUE" for the whole corpus."""
+        if self.document_ids is None and self.whole_collections is None:
+            return "TRUE", []
+        return documents_condition(
+            id_column,
+            document_ids=self.document_ids,
+            collection_ids=self.whole_collections,
+            collection_column=collection_column,
+        )
+
+
+def documents_condition(
+    id_column: str,
+    *,
+    document_ids: Sequence[int] | None,
+    collection_ids: Sequence[int] | None,
+    collection_column: str | None = None,
+) -> tuple[str, list[Any]]:
+    """SQL that keeps ``id_column`` (a document id) to these documents, or else to every document
+    of these collections, and its parameters. ``collection_column``, when the table has one,
+    holds the document's collection: read directly instead of through the documents."""
+    if document_ids is not None:
+        return f"{id_column} = ANY(%s)", [list(document_ids)]
+    collections = list(collection_ids or [])
+    if collection_column is not None:
+        return f"{collection_column} = ANY(%s)", [collections]
+    # ARRAY(...) runs once, before the statement, as a list would be given: the plans stay those
+    # of a list (an index scan by document, the HNSW scan filtered after the index).
+    document_table = connection.ops.quote_name(Document._meta.db_table)
+    return (
+        f"{id_column} = ANY(ARRAY(SELECT id FROM {document_table} WHERE collection_id = ANY(%s)))",
+        [collections],
+    )
 
 
 def _visible_collections(user: Any) -> tuple[QuerySet[Collection] | None, str]:
@@ -54,7 +98,7 @@ def resolve_scope(
     ``collection`` is a slug or id, ``documents`` ids, ``tags`` tags every document must carry;
     a bare id or tag counts as a list of one. Raises ``RetrievalInputError`` saying what was
     wrong for an unknown collection, document or tag, and for filters that match nothing
-    together. No filters and no visibility limit leave ``document_ids`` None: the whole corpus.
+    together. No filters and no visibility limit leave the whole corpus in scope.
     """
     collections, visibility = _visible_collections(user)
     visible = (
@@ -77,16 +121,30 @@ def resolve_scope(
     if not filters and collections is None:
         return Scope(document_ids=None, filters={}, visibility=visibility)
     whole = _whole_collections(filters, collection_id, collections)
-    if whole is not None:
-        ids = collection_document_ids(whole)
-    else:
+    if whole is None:
         ids = list(selected.order_by("pk").values_list("pk", flat=True))
+        _refuse_if_nothing_matched(bool(ids), filters)
+        return Scope(document_ids=ids, filters=filters, visibility=visibility, collection_id=collection_id)
+    return _whole_collections_scope(
+        whole, filters=filters, visibility=visibility, collection_id=collection_id
+    )
+
+
+def _whole_collections_scope(
+    whole: tuple[int, ...], *, filters: dict[str, Any], visibility: str, collection_id: int | None
+) -> Scope:
+    """Every document of these collections, unlisted, with how many a query can search."""
+    has_documents, searchable = collections_contents(whole) if whole else (False, 0)
+    _refuse_if_nothing_matched(has_documents, filters)
+    if not has_documents:  # no filter to blame (a user's collections are empty): nothing listed
+        return Scope(document_ids=[], filters=filters, visibility=visibility, collection_id=collection_id)
     return Scope(
-        document_ids=_refuse_nothing_matched(ids, filters),
+        document_ids=None,
         filters=filters,
         visibility=visibility,
         collection_id=collection_id,
         whole_collections=whole,
+        searchable_documents=searchable,
     )
 
 
@@ -102,14 +160,13 @@ def _whole_collections(
     return None
 
 
-def _refuse_nothing_matched(ids: list[int], filters: dict[str, Any]) -> list[int]:
-    """The ids of the documents in scope; filters that match nothing together are refused."""
-    if not ids and filters:
+def _refuse_if_nothing_matched(anything: bool, filters: dict[str, Any]) -> None:
+    """Filters that match no document together are refused, saying which."""
+    if not anything and filters:
         described = "; ".join(f"{name}: {value}" for name, value in filters.items())
         raise RetrievalNotFoundError(
             f"No document matches all the filters together ({described}). Loosen one of them."
         )
-    return ids
 
 
 def _document_ids(documents: Sequence[object] | int | str | None, visible: QuerySet[Document]) -> list[int]:

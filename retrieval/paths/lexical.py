@@ -201,14 +201,20 @@ def bm25(
     return scores
 
 
-def searchable_documents_sql(document_ids: Sequence[int]) -> tuple[str, list[Any]]:
-    """SQL (and its parameters) of (id, length) of these documents that a query can search
-    (``SearchableDocument``: those holding a root not excluded from retrieval), read through its
-    primary key. Plain SQL, as the rest: the ORM's compilation of it cost as much as running it
-    (README, "Latency on real corpora")."""
+def searchable_documents_sql(
+    document_ids: Sequence[int] | None = None, *, collection_ids: Sequence[int] | None = None
+) -> tuple[str, list[Any]]:
+    """SQL (and its parameters) of (id, length) of the documents a query can search
+    (``SearchableDocument``: those holding a root not excluded from retrieval) among these
+    documents, or of these collections, read through its primary key or its collection's index.
+    Plain SQL, as the rest: the ORM's compilation of it cost as much as running it (README,
+    "Latency on real corpora")."""
     searchable_table = connection.ops.quote_name(SearchableDocument._meta.db_table)
-    return f"SELECT document_id, length FROM {searchable_table} WHERE document_id = ANY(%s)", [
-        list(document_ids)
+    column, values = (
+        ("document_id", document_ids) if document_ids is not None else ("collection_id", collection_ids)
+    )
+    return f"SELECT document_id, length FROM {searchable_table} WHERE {column} = ANY(%s)", [
+        list(values or [])
     ]
 
 
@@ -217,16 +223,18 @@ def document_scores(
     *,
     document_ids: Sequence[int] | None,
     collection_ids: Sequence[int] | None = None,
+    collection_documents: int = 0,
     best: int | None = None,
 ) -> LexicalScores:
     """BM25 of the indexed documents in scope holding a query term; with ``best``, only the best
     that many (ties by id), and how many documents hold each term.
 
-    The scope: ``document_ids`` (None: the whole corpus); ``collection_ids`` when those are
-    exactly every document of these collections (a query filtered to a collection, or a user's
-    unfiltered one), which lets the statistics of a large scope come from the collections' own
-    (``_dictionary_statistics``) instead of being counted over the documents
-    (``_counted_statistics``).
+    The scope: ``document_ids``, listed (a documents or tags filter); else every document of
+    ``collection_ids`` (a query filtered to a collection, or a user's unfiltered one), of which
+    ``collection_documents`` are searchable; else the whole corpus. The statistics of a large
+    scope of whole collections, or of the corpus, come from the collections' own
+    (``_dictionary_statistics``); those of a list, or of collections within the cut-off's floor,
+    are counted over the documents (``_counted_statistics``).
     Either way one query over the inverted index ``DocumentTerm`` (a document's term frequencies
     summed over its leaves), read through its (term, document) index, with BM25 summed in the
     database (``bm25``'s formula, in SQL): a common word's postings never leave it. Terms past the
@@ -236,14 +244,18 @@ def document_scores(
     """
     if not terms or (document_ids is not None and not document_ids):
         return LexicalScores({}, 0)  # an empty scope (a user who sees no collection) finds nothing
+    if document_ids is not None:
+        statistics, params = _counted_statistics(
+            terms, *searchable_documents_sql(document_ids), len(document_ids)
+        )
     # Counting is the cheaper of the two for a scope within the cut-off's floor (every benchmark
     # collection: 1.9 ms against 2.5 for DragonBall's 108 documents, the larger statement costing
     # more to plan than the few postings cost to count).
-    large = document_ids is None or len(document_ids) > COMMON_TERM_MIN_DOCUMENTS
-    if document_ids is None or (collection_ids is not None and large):
-        statistics, params = _dictionary_statistics(terms, collection_ids)
+    elif collection_ids is not None and collection_documents <= COMMON_TERM_MIN_DOCUMENTS:
+        scope_sql, scope_params = searchable_documents_sql(collection_ids=collection_ids)
+        statistics, params = _counted_statistics(terms, scope_sql, scope_params, collection_documents)
     else:
-        statistics, params = _counted_statistics(terms, document_ids)
+        statistics, params = _dictionary_statistics(terms, collection_ids)
     limit = "" if best is None else f" LIMIT {int(best)}"
     with connection.cursor() as cursor:
         cursor.execute(
@@ -303,8 +315,11 @@ def _dictionary_statistics(
     return sql, params
 
 
-def _counted_statistics(terms: Sequence[str], document_ids: Sequence[int]) -> tuple[str, list[Any]]:
-    """Statistics of a list of documents (a documents or tags filter), counted over them.
+def _counted_statistics(
+    terms: Sequence[str], scope_sql: str, scope_params: list[Any], size: int
+) -> tuple[str, list[Any]]:
+    """Statistics of the searchable documents ``scope_sql`` reads (``searchable_documents_sql``:
+    a list, or small collections; ``size`` of them at most), counted over them.
 
     A list no longer than the cut-off's floor has no common term: the query is the exhaustive
     one. A longer one counts each term's postings in scope up to the cut-off and no further, and
@@ -312,9 +327,8 @@ def _counted_statistics(terms: Sequence[str], document_ids: Sequence[int]) -> tu
     which lie together in the (term, document) index, and checks each against the scope's ids
     hashed once: ``IS TRUE`` keeps the planner from turning the check into a join that probes the
     index once per scope id (at 1M nodes that touched 36,000 pages a query, 900 then)."""
-    scope_sql, scope_params = searchable_documents_sql(document_ids)
     term_table = connection.ops.quote_name(DocumentTerm._meta.db_table)
-    small = len(document_ids) <= COMMON_TERM_MIN_DOCUMENTS
+    small = size <= COMMON_TERM_MIN_DOCUMENTS
     selecting, common, common_params = (
         "%s",
         "common AS (SELECT NULL::text AS term, 0 AS held WHERE false), ",

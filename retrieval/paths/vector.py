@@ -43,6 +43,7 @@ from django.db import connection, transaction
 from documents.models import Node
 from documents.selectors import collection_index_ready
 from retrieval.outline import OutlineNode
+from retrieval.scope import documents_condition
 
 EF_SEARCH_MIN = 40  # pgvector's default: never search a thinner beam than the stock setting
 EF_SEARCH_MAX = 1000  # pgvector's upper bound for hnsw.ef_search
@@ -135,11 +136,20 @@ def ef_search_for(top_k: int) -> int:
     return min(EF_SEARCH_MAX, max(EF_SEARCH_MIN, top_k * 4))
 
 
-def hnsw_sql(*, filtered: bool) -> str:
-    """The index scan. ORDER BY the bare ``<=>`` operator (here by its output column, the same
-    expression) is what lets the planner use HNSW; the vector is sent and parsed once."""
+@dataclass(frozen=True)
+class NodeScope:
+    """The documents whose nodes a search keeps: a condition on ``document_id``, its parameters."""
+
+    condition: str
+    params: list[Any]
+
+
+def hnsw_sql(condition: str | None = None) -> str:
+    """The index scan (``condition``: on ``document_id``, applied to what the index returns).
+    ORDER BY the bare ``<=>`` operator (here by its output column, the same expression) is what
+    lets the planner use HNSW; the vector is sent and parsed once."""
     table = connection.ops.quote_name(Node._meta.db_table)
-    where = "WHERE document_id = ANY(%s) AND NOT excluded" if filtered else "WHERE NOT excluded"
+    where = f"WHERE {condition} AND NOT excluded" if condition else "WHERE NOT excluded"
     return (
         f"SELECT id, document_id, 1 - distance AS similarity FROM ("
         f"  SELECT id, document_id, embedding <=> %s::vector AS distance FROM {table} {where} "
@@ -147,17 +157,15 @@ def hnsw_sql(*, filtered: bool) -> str:
     )
 
 
-def hnsw_params(query: str, *, limit: int, document_ids: Sequence[int] | None = None) -> list[Any]:
-    if document_ids is None:
-        return [query, limit]
-    return [query, list(document_ids), limit]
+def hnsw_params(query: str, *, limit: int, scope: NodeScope | None = None) -> list[Any]:
+    return [query, *(scope.params if scope is not None else []), limit]
 
 
-def collection_hnsw_sql(collection_id: int, *, filtered: bool) -> str:
+def collection_hnsw_sql(collection_id: int, condition: str | None = None) -> str:
     """The scan of one collection's own index. The id is written into the statement, not bound:
     the planner matches a partial index only against a predicate it can see."""
     table = connection.ops.quote_name(Node._meta.db_table)
-    where = "document_id = ANY(%s) AND " if filtered else ""
+    where = f"{condition} AND " if condition else ""
     return (
         f"SELECT id, document_id, 1 - distance AS similarity FROM ("
         f"  SELECT id, document_id, embedding <=> %s::vector AS distance FROM {table} "
@@ -166,11 +174,12 @@ def collection_hnsw_sql(collection_id: int, *, filtered: bool) -> str:
     )
 
 
-def exact_sql(*, filtered: bool = True) -> str:
-    """Exact top-K (within some documents): ordering by the similarity expression, not the bare
-    operator, keeps the planner off the HNSW index, so nothing can starve the scan."""
+def exact_sql(condition: str | None = None) -> str:
+    """Exact top-K (``condition``: within some documents): ordering by the similarity
+    expression, not the bare operator, keeps the planner off the HNSW index, so nothing can
+    starve the scan."""
     table = connection.ops.quote_name(Node._meta.db_table)
-    where = "document_id = ANY(%s) AND " if filtered else ""
+    where = f"{condition} AND " if condition else ""
     return (
         f"SELECT id, document_id, 1 - (embedding <=> %s::vector) AS similarity FROM {table} "
         f"WHERE {where}NOT excluded AND embedding IS NOT NULL ORDER BY similarity DESC, id LIMIT %s"
@@ -182,10 +191,12 @@ def nearest_nodes(
     query_vector: np.ndarray,
     top_k: int,
     document_ids: Sequence[int] | None = None,
+    collection_ids: Sequence[int] | None = None,
     collection_id: int | None = None,
     whole_collection: bool = False,
 ) -> VectorSearch:
-    """The ``top_k`` nodes nearest the query, optionally within some documents.
+    """The ``top_k`` nodes nearest the query: within ``document_ids``, else within every
+    document of ``collection_ids`` (not listed: the statements keep to them), else in the corpus.
 
     ``collection_id``: the one collection those documents lie in, when the caller knows it;
     ``whole_collection``: they are all of its documents (a query filtered to the collection).
@@ -193,52 +204,64 @@ def nearest_nodes(
     if document_ids is not None and not document_ids:
         return VectorSearch(hits=(), strategy=EXACT, ef_search=None, fetched=0)
     query = vector_literal(query_vector)
-    ids = None if document_ids is None else sorted(set(document_ids))
+    scope = None
+    if document_ids is not None or collection_ids is not None:
+        listed = sorted(set(document_ids)) if document_ids is not None else None
+        scope = NodeScope(
+            *documents_condition("document_id", document_ids=listed, collection_ids=collection_ids)
+        )
     if (
-        ids is not None
+        scope is not None
         and collection_id is not None
         and collection_index_ready(collection_id, max_age_s=INDEX_STATE_MAX_AGE_S)
     ):
-        return _collection_search(query, ids, top_k, collection_id=collection_id, whole=whole_collection)
-    return _corpus_search(query, ids, top_k)
+        return _collection_search(query, scope, top_k, collection_id=collection_id, whole=whole_collection)
+    return _corpus_search(query, scope, top_k)
 
 
-def _corpus_search(query: str, ids: list[int] | None, top_k: int) -> VectorSearch:
-    """Through the corpus-wide index, or an exact scan of a small scope (``ids``; None: all)."""
+def _corpus_search(query: str, scope: NodeScope | None, top_k: int) -> VectorSearch:
+    """Through the corpus-wide index, or an exact scan of a small scope (None: all)."""
     in_scope: int | None = None
-    if ids is not None:
-        in_scope = _embedded_node_count(ids)
+    if scope is not None:
+        in_scope = _embedded_node_count(scope)
         if in_scope <= EXACT_SCAN_MAX_NODES and not _index_first(in_scope):
-            return _exact_search(query, ids, top_k)
+            return _exact_search(query, scope, top_k)
     # Unfiltered: a beam of 4·K. Filtered: the filter applies to what the index returns, so
     # over-fetch the widest beam pgvector allows (such a scope is a sizeable share of the corpus).
-    ef_search = ef_search_for(top_k) if ids is None else EF_SEARCH_MAX
+    ef_search = ef_search_for(top_k) if scope is None else EF_SEARCH_MAX
     return _index_search(
-        hnsw_sql(filtered=ids is not None), hnsw_params(query, limit=top_k, document_ids=ids), ef_search,
-        HNSW if ids is None else HNSW_FILTERED, query=query, top_k=top_k, ids=ids, in_scope=in_scope,
+        hnsw_sql(scope.condition if scope is not None else None), hnsw_params(query, limit=top_k, scope=scope),
+        ef_search, HNSW if scope is None else HNSW_FILTERED, query=query, top_k=top_k, scope=scope,
+        in_scope=in_scope,
     )  # fmt: skip
 
 
 def _collection_search(
-    query: str, ids: list[int], top_k: int, *, collection_id: int, whole: bool
+    query: str, scope: NodeScope, top_k: int, *, collection_id: int, whole: bool
 ) -> VectorSearch:
     """Through the collection's own index: its beam holds the collection's nodes only, so a beam
     of 4·K is enough for the whole collection however large the table grows (``whole``: the
     documents are all of the collection's)."""
-    subset_nodes = None if whole else _embedded_node_count(ids)
+    subset_nodes = None if whole else _embedded_node_count(scope)
     if subset_nodes is not None and subset_nodes <= SUBSET_EXACT_MAX_NODES:
-        return _exact_search(query, ids, top_k)
-    sql = collection_hnsw_sql(collection_id, filtered=not whole)
-    scan_ids = None if whole else ids
+        return _exact_search(query, scope, top_k)
+    scan = None if whole else scope  # the collection's own index holds its nodes alone
+    sql = collection_hnsw_sql(collection_id, scan.condition if scan is not None else None)
     ef_search = ef_search_for(top_k) if whole else EF_SEARCH_MAX
     return _index_search(
-        sql, hnsw_params(query, limit=top_k, document_ids=scan_ids), ef_search, HNSW_COLLECTION,
-        query=query, top_k=top_k, ids=ids, in_scope=subset_nodes,
+        sql, hnsw_params(query, limit=top_k, scope=scan), ef_search, HNSW_COLLECTION,
+        query=query, top_k=top_k, scope=scope, in_scope=subset_nodes,
     )  # fmt: skip
 
 
-def _exact_search(query: str, ids: list[int], top_k: int) -> VectorSearch:
-    return _search(_fetch(exact_sql(), [query, ids, top_k]), top_k, EXACT, None)
+def _exact_search(query: str, scope: NodeScope, top_k: int) -> VectorSearch:
+    return _search(_fetch(*_exact_statement(query, scope, top_k)), top_k, EXACT, None)
+
+
+def _exact_statement(query: str, scope: NodeScope | None, top_k: int) -> tuple[str, list[Any]]:
+    if scope is None:
+        return exact_sql(), [query, top_k]
+    return exact_sql(scope.condition), [query, *scope.params, top_k]
 
 
 def _index_search(
@@ -249,11 +272,11 @@ def _index_search(
     *,
     query: str,
     top_k: int,
-    ids: list[int] | None,
+    scope: NodeScope | None,
     in_scope: int | None,
 ) -> VectorSearch:
     """An index scan; when it comes back short while more nodes exist, widened once, then
-    replaced by the exact scan of the scope (``ids``; None: the whole corpus)."""
+    replaced by the exact scan of the scope (None: the whole corpus)."""
     # The beam (ef_search) is the over-fetch: the index yields up to that many candidates, the
     # filter drops some, LIMIT stops at K.
     rows = _index_scan(sql, params, ef_search)
@@ -261,7 +284,7 @@ def _index_search(
         return _search(rows, top_k, strategy, ef_search)
     # Short. Often there is simply no more (a small corpus); otherwise the beam was spent on rows
     # the filter dropped, or on dead tuples (replaced nodes the index keeps until VACUUM).
-    available = in_scope if in_scope is not None else _embedded_node_count(ids)
+    available = in_scope if in_scope is not None else _embedded_node_count(scope)
     if len(rows) >= available:
         return _search(rows, top_k, strategy, ef_search)
     if ef_search < EF_SEARCH_MAX:
@@ -269,8 +292,7 @@ def _index_search(
         rows = _index_scan(sql, params, ef_search)
         if len(rows) >= min(top_k, available):
             return _search(rows, top_k, strategy, ef_search)
-    exact_params = [query, top_k] if ids is None else [query, ids, top_k]
-    return _search(_fetch(exact_sql(filtered=ids is not None), exact_params), top_k, EXACT_FALLBACK, None)
+    return _search(_fetch(*_exact_statement(query, scope, top_k)), top_k, EXACT_FALLBACK, None)
 
 
 def vector_document_scores(hits: Sequence[NodeHit]) -> dict[int, DocumentVectorScore]:
@@ -331,10 +353,9 @@ def _index_first(in_scope: int) -> bool:
     return in_scope >= INDEX_FIRST_MIN_SHARE * corpus
 
 
-def _embedded_node_count(document_ids: list[int] | None) -> int:
+def _embedded_node_count(scope: NodeScope | None) -> int:
     table = connection.ops.quote_name(Node._meta.db_table)
-    where = "document_id = ANY(%s) AND " if document_ids is not None else ""
-    params = [document_ids] if document_ids is not None else []
+    where, params = (f"{scope.condition} AND ", scope.params) if scope is not None else ("", [])
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM {table} WHERE {where}NOT excluded AND embedding IS NOT NULL", params

@@ -86,7 +86,7 @@ def test_the_planner_uses_the_collection_index_for_its_own_filter() -> None:
     _document(collection, _unit(4, 20))
     collection_index_ensure(collection.pk)
     query = vector.vector_literal(_unit(5, 1)[0])
-    sql = vector.collection_hnsw_sql(collection.pk, filtered=False)
+    sql = vector.collection_hnsw_sql(collection.pk)
     plan = query_plan(sql, vector.hnsw_params(query, limit=10), without_seqscan=True)
     assert collection_index_name(collection.pk) in plan, plan
 
@@ -102,8 +102,9 @@ def test_a_small_collection_in_a_large_table_is_searched_through_its_index_and_n
         cursor.execute("ANALYZE documents_node")
     scope = resolve_scope(collection=small.slug, documents=None, tags=None, user=None)
     assert scope.collection_id == small.pk and scope.whole_collection
+    assert scope.document_ids is None and scope.whole_collections == (small.pk,)  # none listed
     search = nearest_nodes(
-        query_vector=noise[5], top_k=10, document_ids=scope.document_ids,
+        query_vector=noise[5], top_k=10, collection_ids=scope.whole_collections,
         collection_id=scope.collection_id, whole_collection=True,
     )  # fmt: skip
     assert search.strategy == vector.HNSW_COLLECTION

@@ -299,7 +299,9 @@ def test_whole_collections_are_scored_from_their_statistics_as_counted_ones_are(
     collections = [document.collection_id for document in documents]
     ids = [document.pk for document in documents]
     with CaptureQueriesContext(connection) as queries:
-        kept = lexical.document_scores(terms, document_ids=ids, collection_ids=collections, best=20)
+        kept = lexical.document_scores(
+            terms, document_ids=None, collection_ids=collections, collection_documents=6, best=20
+        )
     assert "counted AS" not in queries[-1]["sql"] and "collectionterm" in queries[-1]["sql"], (
         "read, not counted"
     )
@@ -311,12 +313,19 @@ def test_whole_collections_are_scored_from_their_statistics_as_counted_ones_are(
     for pk, score in counted.scores.items():
         assert kept.scores[pk] == pytest.approx(score, rel=1e-12)
     with CaptureQueriesContext(connection) as queries:  # within the floor: counting is cheaper
-        lexical.document_scores(terms, document_ids=ids[:2], collection_ids=collections[:2])
-    assert "collectionterm" not in queries[-1]["sql"]
+        few = lexical.document_scores(
+            terms, document_ids=None, collection_ids=collections[:2], collection_documents=2
+        )
+    sql = queries[-1]["sql"]
+    assert "collectionterm" not in sql and 'searchabledocument" WHERE collection_id = ANY' in sql, (
+        "not listed"
+    )
+    assert few == lexical.document_scores(terms, document_ids=ids[:2])
     both = [*collections, elsewhere.collection_id]
     everything = lexical.document_scores(terms, document_ids=None)
     assert (
-        lexical.document_scores(terms, document_ids=[*ids, elsewhere.pk], collection_ids=both) == everything
+        lexical.document_scores(terms, document_ids=None, collection_ids=both, collection_documents=7)
+        == everything
     )
     assert everything.considered == 7 and everything.common_terms == {"pump"}
 

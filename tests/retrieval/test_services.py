@@ -22,8 +22,10 @@ from documents.models import Collection, Document, Node
 from documents.services.trees import corpus_version_bump
 from openfable.embeddings import get_embedder
 from openfable.tokens import count_tokens
+from retrieval.document_level import document_info, documents_by_title_in_query
 from retrieval.fusion import Fused
 from retrieval.result import LEXICAL, TREE_EXPANSION, VECTOR, RetrievalInputError, RetrievalResult
+from retrieval.scope import resolve_scope
 from retrieval.services import extend_to_budget, retrieve, select_documents
 from tests.factories import CollectionFactory, DocumentFactory
 from tests.trees import Sec, sec, sec_text, sec_tree, tree_save
@@ -331,6 +333,54 @@ def test_filters_restrict_the_documents(corpus: Corpus) -> None:
     assert documents_of(tags=["science", "geology"]) == {corpus.volcanoes.id}
     result = retrieve(query="volcano eruption", token_budget=150, collection="earth", tags=["science"])
     assert result.filters == {"collection": "earth", "tags": ["science"]}
+
+
+def test_whole_collections_are_kept_to_without_listing_their_documents(corpus: Corpus) -> None:
+    # A collection filter alone, or a user's unfiltered query: every document of the collections,
+    # which the statements keep to themselves (a collection of 100,000 documents lists none).
+    scope = resolve_scope(collection="earth", documents=None, tags=None, user=None)
+    assert scope.document_ids is None and scope.whole_collections == (corpus.earth.pk,)
+    assert scope.searchable_documents == 2  # volcanoes and oceans, from the collection's statistics
+    reader = get_user_model().objects.create(username="reader")
+    corpus.earth.members.add(reader)
+    corpus.kitchen.members.add(reader)
+    mine = resolve_scope(collection=None, documents=None, tags=None, user=reader)
+    assert mine.document_ids is None and set(mine.whole_collections or ()) == {
+        corpus.earth.pk,
+        corpus.kitchen.pk,
+    }
+    # Every path of the query keeps to them: the titles it names, BM25, the vector search.
+    # A title named from outside them is no title the query names.
+    named = "What do the Income Tax Law and Volcanoes say about Baking Bread?"
+    assert set(documents_by_title_in_query(query=named, scope=scope)) == {"Volcanoes"}
+    assert set(documents_by_title_in_query(query=named, scope=mine)) == {"Volcanoes", "Baking Bread"}
+    # What LLMselect may read of a small scope: its documents, and no others.
+    assert set(document_info([], scope=scope, whole_scope=True)) == {corpus.volcanoes.id, corpus.oceans.id}
+    found = retrieve(query="Tax rules and volcano eruption", token_budget=150, user=reader, use_cache=False)
+    assert {document.document_id for document in found.documents} <= {
+        corpus.volcanoes.id, corpus.oceans.id, corpus.cooking.id,
+    }  # fmt: skip
+    assert found.path(LEXICAL).detail["documents_in_scope"] == 3  # type: ignore[union-attr]
+    # The whole-collection answer is the one the same documents, listed, give.
+    listed = retrieve(
+        query=MONITORING_QUERY,
+        token_budget=150,
+        documents=[corpus.volcanoes.id, corpus.oceans.id],
+        use_cache=False,
+    )
+    whole = retrieve(query=MONITORING_QUERY, token_budget=150, collection="earth", use_cache=False)
+    assert [chunk.node_id for chunk in whole.chunks] == [chunk.node_id for chunk in listed.chunks]
+    assert whole.chunks
+
+
+def test_an_empty_collection_is_refused_and_a_user_with_nothing_finds_nothing(corpus: Corpus) -> None:
+    empty = CollectionFactory.create(name="Empty", slug="empty")
+    with pytest.raises(RetrievalInputError, match="No document matches all the filters together"):
+        retrieve(query="anything", token_budget=500, collection="empty")
+    newcomer = get_user_model().objects.create(username="newcomer")
+    empty.members.add(newcomer)
+    result = retrieve(query="volcano", token_budget=500, user=newcomer, use_cache=False)
+    assert result.chunks == () and result.documents == ()
 
 
 def test_a_selective_filter_is_not_starved(corpus: Corpus) -> None:

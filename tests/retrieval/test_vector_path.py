@@ -55,9 +55,9 @@ def some_noise() -> tuple[Document, np.ndarray]:
 def test_the_index_scan_uses_hnsw_and_the_exact_scan_does_not(noise: tuple[Document, np.ndarray]) -> None:
     document, vectors = noise
     query = vector.vector_literal(vectors[5])
-    plan = query_plan(vector.hnsw_sql(filtered=False), vector.hnsw_params(query, limit=50))
+    plan = query_plan(vector.hnsw_sql(), vector.hnsw_params(query, limit=50))
     assert "node_embedding_hnsw" in plan, plan
-    plan = query_plan(vector.exact_sql(), [query, [document.pk], 50])
+    plan = query_plan(vector.exact_sql("document_id = ANY(%s)"), [query, [document.pk], 50])
     assert "node_embedding_hnsw" not in plan, plan
 
 
