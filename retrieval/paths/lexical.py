@@ -78,6 +78,7 @@ from documents.models import (
     Node,
     SearchableDocument,
 )
+from retrieval.scope import documents_condition
 
 K1 = 1.2
 B = 0.75
@@ -210,12 +211,13 @@ def searchable_documents_sql(
     Plain SQL, as the rest: the ORM's compilation of it cost as much as running it (README,
     "Latency on real corpora")."""
     searchable_table = connection.ops.quote_name(SearchableDocument._meta.db_table)
-    column, values = (
-        ("document_id", document_ids) if document_ids is not None else ("collection_id", collection_ids)
+    in_scope, params = documents_condition(
+        "document_id",
+        document_ids=document_ids,
+        collection_ids=collection_ids,
+        collection_column="collection_id",
     )
-    return f"SELECT document_id, length FROM {searchable_table} WHERE {column} = ANY(%s)", [
-        list(values or [])
-    ]
+    return f"SELECT document_id, length FROM {searchable_table} WHERE {in_scope}", params
 
 
 def document_scores(
@@ -244,16 +246,13 @@ def document_scores(
     """
     if not terms or (document_ids is not None and not document_ids):
         return LexicalScores({}, 0)  # an empty scope (a user who sees no collection) finds nothing
-    if document_ids is not None:
-        statistics, params = _counted_statistics(
-            terms, *searchable_documents_sql(document_ids), len(document_ids)
-        )
     # Counting is the cheaper of the two for a scope within the cut-off's floor (every benchmark
     # collection: 1.9 ms against 2.5 for DragonBall's 108 documents, the larger statement costing
     # more to plan than the few postings cost to count).
-    elif collection_ids is not None and collection_documents <= COMMON_TERM_MIN_DOCUMENTS:
-        scope_sql, scope_params = searchable_documents_sql(collection_ids=collection_ids)
-        statistics, params = _counted_statistics(terms, scope_sql, scope_params, collection_documents)
+    size = len(document_ids) if document_ids is not None else collection_documents
+    if document_ids is not None or (collection_ids is not None and size <= COMMON_TERM_MIN_DOCUMENTS):
+        scope_sql, scope_params = searchable_documents_sql(document_ids, collection_ids=collection_ids)
+        statistics, params = _counted_statistics(terms, scope_sql, scope_params, size)
     else:
         statistics, params = _dictionary_statistics(terms, collection_ids)
     limit = "" if best is None else f" LIMIT {int(best)}"
