@@ -65,11 +65,14 @@ def extract(
     filename: str,
     limits: ExtractionLimits | None = None,
     on_progress: Progress | None = None,
+    use_outline: bool = True,
 ) -> Extracted:
     """The document in ``data`` (the file's bytes; ``filename`` breaks ties and names it in errors).
 
     ``on_progress(done, total)`` hears of each page read (a PDF), or of the one "page" of the
-    other formats once it is read."""
+    other formats once it is read. ``use_outline=False`` reads a PDF as if it had no bookmarks:
+    the structure benchmark scores headings against a PDF's own outline, which the reader must
+    then not have seen."""
     limits = limits or ExtractionLimits()
     progress: Progress = on_progress or (lambda done, total: None)
     detected = detect_format(data, filename=filename)
@@ -80,7 +83,7 @@ def extract(
         return extracted
     pages = 1
     if detected.format == PDF:
-        blocks, pages = _pdf_blocks(data, filename, limits, deadline, progress)
+        blocks, pages = _pdf_blocks(data, filename, limits, deadline, progress, use_outline=use_outline)
     elif detected.format == DOCX:
         from documents.ingestion.extraction.docx import docx_blocks
 
@@ -105,7 +108,13 @@ def extract(
 
 
 def _pdf_blocks(
-    data: bytes, filename: str, limits: ExtractionLimits, deadline: Deadline, progress: Progress
+    data: bytes,
+    filename: str,
+    limits: ExtractionLimits,
+    deadline: Deadline,
+    progress: Progress,
+    *,
+    use_outline: bool,
 ) -> tuple[list[Block], int]:
     from documents.ingestion.extraction.pdf_clean import clean_pages
     from documents.ingestion.extraction.pdf_pdfium import read_pdf
@@ -118,7 +127,7 @@ def _pdf_blocks(
             "OCR (for example ocrmypdf) and upload the result",
             code="no_text_layer",
         )
-    return clean_pages(layout.pages, layout.outline), pages
+    return clean_pages(layout.pages, layout.outline if use_outline else []), pages
 
 
 def _text(data: bytes, filename: str, detected: Detected, limits: ExtractionLimits) -> Extracted:
