@@ -29,21 +29,37 @@ _MARKDOWN_RANK = -100.0  # markdown levels sit above every other kind of heading
 _APPENDIX_RANK = 5.0  # an exhibit closes the last numbered section of the body
 _BOLD_RANK = 50.0
 _LABEL_RANK = 60.0
+_FILING_LABEL = re.compile(r"(?i)(?:exhibit|ex-?)\s*[\d.()a-z-]{1,12}")
+_FONT_RANK = 0.0  # set by _rank_font_headings once the numbering is known
 
 
-def detect_headings(text: str) -> tuple[list[Heading], list[Heading]]:
-    """The headings that title the document itself, and the others, in document order."""
-    line_headings, claimed, labels = _line_headings(text)
-    numbered = numbered_candidates(text, claimed)
-    headings = sorted(line_headings + validated_numbering(text, numbered), key=lambda heading: heading.start)
+def detect_headings(
+    text: str, *, font_heading_starts: frozenset[int] = frozenset()
+) -> tuple[list[Heading], list[Heading]]:
+    """The headings that title the document itself, and the others, in document order.
+
+    ``font_heading_starts``: where the markdown heading lines are that extraction wrote from a
+    PDF's fonts (a larger or bold line), not from an author's markup. Their ``#`` levels are a
+    guess: bold run-in "Section 2.1" lines and plain "ARTICLE II" lines disagree with the
+    numbering. So a numbered one takes its level from its numbering like any numbered clause,
+    and an unnumbered one ("RECITALS", "BACKGROUND") stands beside the top numbered level.
+    """
+    line_headings, claimed, labels = _line_headings(text, font_heading_starts)
+    numbered = validated_numbering(text, numbered_candidates(text, claimed))
+    _rank_font_headings(line_headings, numbered)
+    headings = sorted(line_headings + numbered, key=lambda heading: heading.start)
     title_headings, headings = _split_document_title(text, _dedupe(headings))
     if not headings and len(labels) >= 3:
         headings = [label for label in labels if label.start not in {h.start for h in title_headings}]
     return title_headings, _merge_empty_headings(text, headings)
 
 
-def _line_headings(text: str) -> tuple[list[Heading], set[int], list[Heading]]:
-    """Markdown, setext, bold and label lines; also the line starts they claim."""
+def _line_headings(
+    text: str, font_heading_starts: frozenset[int]
+) -> tuple[list[Heading], set[int], list[Heading]]:
+    """Markdown, setext, bold and label lines; also the line starts they claim.
+
+    A font-guessed markdown line that is numbered is left to the numbered headings."""
     lines = [(match.start(), match.end()) for match in LINE.finditer(text)]
     found: list[Heading] = []
     bold: list[Heading] = []
@@ -54,6 +70,16 @@ def _line_headings(text: str) -> tuple[list[Heading], set[int], list[Heading]]:
         line = text[start:end]
         content_start = start + len(line) - len(line.lstrip())
         atx = _ATX.match(line)
+        if atx and atx.group(2).strip() and content_start in font_heading_starts:
+            # A bold sentence ("THIS AGREEMENT dated for reference the 5th day of ...") is
+            # emphasis; a heading reads like a title.
+            inner = atx.group(2).strip(" *_")
+            if not NUMBERED.match(inner) and is_titleish(inner, max_words=14):
+                found.append(
+                    Heading(content_start, end, _FONT_RANK, clean_title(atx.group(2)), family="font")
+                )
+                claimed.add(content_start)
+            continue
         if atx and atx.group(2).strip():
             found.append(
                 Heading(content_start, end, _MARKDOWN_RANK + len(atx.group(1)), clean_title(atx.group(2)))
@@ -92,6 +118,16 @@ def _line_headings(text: str) -> tuple[list[Heading], set[int], list[Heading]]:
     found += bold if len(bold) >= 2 else []
     found += drop_tables_of_contents(_drop_repeated(appendices))
     return found, claimed, labels
+
+
+def _rank_font_headings(line_headings: list[Heading], numbered: list[Heading]) -> None:
+    """Unnumbered font headings take the top numbered level (they are the contract's other
+    top-level parts: "RECITALS", "BACKGROUND", "EXHIBIT A"); with no numbering they keep the
+    rank of a first-level markdown heading."""
+    top = min((heading.rank for heading in numbered), default=_MARKDOWN_RANK + 1)
+    for heading in line_headings:
+        if heading.family == "font":
+            heading.rank = top
 
 
 def _drop_repeated(headings: list[Heading]) -> list[Heading]:
@@ -158,14 +194,20 @@ def _split_document_title(text: str, headings: list[Heading]) -> tuple[list[Head
     cursor = 0
     while headings:
         first, rest = headings[0], headings[1:]
-        if first.family not in ("", "bold") or re.search(r"\w", text[cursor : first.start]):
+        before = text[cursor : first.start]
+        # Above a PDF's title may stand the filing's label ("Exhibit 10.1", "EX-99.4"): one
+        # short line, no text of the document's own.
+        filing_label = first.family == "font" and cursor == 0 and _FILING_LABEL.fullmatch(before.strip())
+        if first.family not in ("", "bold", "font") or (re.search(r"\w", before) and not filing_label):
             break
         empty_body = bool(rest) and not re.search(r"\w", text[first.title_end : rest[0].start])
-        unique_top = all(heading.rank > first.rank for heading in rest)
+        # A PDF's first line in a larger or bold font, before any text, is the title of the
+        # document ("STRATEGIC ALLIANCE AGREEMENT"), never its first section.
+        unique_top = first.family == "font" or all(heading.rank > first.rank for heading in rest)
         if not (unique_top or (empty_body and all(heading.rank >= first.rank for heading in rest))):
             break
         titles.append(first)
         headings, cursor = rest, first.title_end
-        if not empty_body:
-            break
+        if not empty_body or first.family == "font":
+            break  # the font says which line is the title; the lines below it are the preamble
     return titles, headings

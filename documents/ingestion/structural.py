@@ -105,16 +105,20 @@ def build_structural_tree(
     # A node with more leaves than this and no heading structure below it gets subsections.
     max_leaves_per_group: int = 8,
     on_progress: Progress | None = None,
+    font_heading_starts: frozenset[int] = frozenset(),
 ) -> TreeNode:
     """Build a root → section → subsection → leaf tree over ``text`` without an LLM.
 
     ``on_progress`` hears of each step: the blocks' embedding, by far the longest part (about a
     millisecond per token on two cores against a few microseconds for everything else), group
-    by group."""
+    by group.
+
+    ``font_heading_starts``: the markdown heading lines extraction guessed from a PDF's fonts
+    (``detect_headings`` lets the numbering settle their level)."""
     progress: Progress = on_progress or (lambda stage, fraction: None)
     target = max(1, min(target_leaf_tokens, max_leaf_tokens))
     params = LeafParams(max(1, max_leaf_tokens), target, min(min_leaf_tokens, target), max_leaves_per_group)
-    title_headings, headings = detect_headings(text)
+    title_headings, headings = detect_headings(text, font_heading_starts=font_heading_starts)
     units = make_units(text, headings, title_headings, count_tokens, params)
     if not units:
         return _empty_tree(text)
@@ -199,10 +203,20 @@ class StructuralTreeBuilder:
         parts) is a title, not a section: its parts become the sections."""
         total = self._tokens(0, len(self.units))
         while True:
+            # Only a heading with no sibling of its rank: "ARTICLE 1 DEFINITIONS" may hold most
+            # of a short contract, and still is one article among others.
             wrappers = [
                 child
                 for child in root.children
-                if len(child.children) >= 2 and self._tokens(child.first, child.last) >= 0.6 * total
+                if len(child.children) >= 2
+                and self._tokens(child.first, child.last) >= 0.6 * total
+                and not any(
+                    other is not child
+                    and other.heading is not None
+                    and child.heading is not None
+                    and other.heading.rank == child.heading.rank
+                    for other in root.children
+                )
             ]
             if not wrappers:
                 return
@@ -221,20 +235,34 @@ class StructuralTreeBuilder:
             self._prune(child)
 
     def _absorb_small_gaps(self, node: _Outline) -> None:
-        """Text too small for a leaf between structural nodes (a parent's heading line right
-        before its first subsection, a page footer) joins the next node instead."""
+        """Text too small for a leaf between structural nodes (a page footer, a clause too
+        small for a node of its own) joins the node before it, so that every node starts at its
+        heading. What stands before the first subsection (the parent's heading line, a sentence
+        introducing its parts) stays the parent's own leaf: given to the first subsection it
+        would bury that subsection's heading inside a passage."""
         if not node.children:
             return
         small = self.params.min_leaf_tokens
-        if self._tokens(node.first, node.children[0].first) < small and not self._only_titles(
-            node.first, node.children[0].first
+        if (
+            node.heading is None
+            and self._tokens(node.first, node.children[0].first) < small
+            and not self._only_titles(node.first, node.children[0].first)
+            and not self._headed(node.children[0].first)
         ):
-            node.children[0].first = node.first
+            node.children[0].first = node.first  # a line or two of text before the first heading
         for before, after in zip(node.children, node.children[1:], strict=False):
             if self._tokens(before.last, after.first) < small:
-                after.first = before.last
+                if self._headed(after.first):
+                    before.last = after.first
+                else:
+                    after.first = before.last
         if self._tokens(node.children[-1].last, node.last) < small:
             node.children[-1].last = node.last
+
+    def _headed(self, unit_index: int) -> bool:
+        """The unit opens with a titled heading (the start a node must keep)."""
+        heading = self.units[unit_index].heading if unit_index < len(self.units) else None
+        return heading is not None and bool(heading.title)
 
     def _only_titles(self, first: int, last: int) -> bool:
         """Nothing but the document's title line(s) (a PDF's "# Supply Agreement"): they stand
@@ -243,10 +271,12 @@ class StructuralTreeBuilder:
         return bool(units) and all(unit.heading_only and unit.heading is None for unit in units)
 
     def _deserves_node(self, node: _Outline) -> bool:
-        """Titled top-level headings always make sections (the table of contents an LLM reads);
-        deeper ones only when their text needs more than one leaf."""
+        """A titled heading makes a node at its level, however short its text: the tree is the
+        document's own outline ("12.7 Severability" is a section even at one sentence).
+        Untitled numbered clauses ("3.2 The Distributor shall ...") only when their text needs
+        more than one leaf."""
         tokens = self._tokens(node.first, node.last)
-        if node.depth == 1 and node.heading is not None and node.heading.title:
+        if node.heading is not None and node.heading.title:
             # Bold lines and "Label:" lines title small form fields too ("Chief Complaint:" with
             # one line under it); those are grouped with their neighbours instead.
             weak = node.heading.family in WEAK_FAMILIES
@@ -257,19 +287,28 @@ class StructuralTreeBuilder:
 
     def _draft(self, node: _Outline, depth: int) -> Draft:
         draft = Draft(node.first, node.last, node.heading)
+        headed = node.heading is not None and bool(node.heading.title)
         cursor = node.first
         for child in node.children:
             if cursor < child.first:
-                draft.children += self._run(cursor, child.first, depth, has_sections=True)
+                draft.children += self._run(cursor, child.first, depth, has_sections=True, headed=headed)
             draft.children.append(self._draft(child, depth + 1))
             cursor = child.last
         if cursor < node.last:
-            draft.children += self._run(cursor, node.last, depth, has_sections=bool(node.children))
+            draft.children += self._run(
+                cursor, node.last, depth, has_sections=bool(node.children), headed=headed
+            )
         return draft
 
-    def _run(self, first: int, last: int, depth: int, *, has_sections: bool) -> list[Draft]:
-        """Leaves for units [first, last) under a node at ``depth``, grouped when there are many."""
+    def _run(self, first: int, last: int, depth: int, *, has_sections: bool, headed: bool) -> list[Draft]:
+        """Leaves for units [first, last) under a node at ``depth``, grouped when there are many.
+
+        Under a titled heading the leaves stay the heading's own: the document said where its
+        sections are, and a group cut by similarity inside one would be a section it never had
+        (titled after a body phrase). Only text without headings is grouped."""
         leaves = self._leaves(first, last)
+        if headed:
+            return leaves
         if depth == 0 and has_sections and 2 <= len(leaves) <= self.params.max_leaves_per_group:
             return [Draft(first, last, children=leaves)]  # a preamble or an unnumbered stretch
         if depth == 0 and len(leaves) > 4:

@@ -77,6 +77,7 @@ def document_extract(*, document: Document, on_progress: Callable[[int, int], No
     return ExtractedText(
         text=extracted.text,
         page_spans=[[span.page, span.start, span.end] for span in extracted.page_spans],
+        font_heading_starts=frozenset(hint.start for hint in extracted.headings if hint.source == "font"),
     )
 
 

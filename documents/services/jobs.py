@@ -226,7 +226,13 @@ def document_index(
     if tree is not None:
         builder = Document.Builder.AGENT
     else:
-        tree, builder = _build_tree(job=job, text=text, title=document.title, embedder=embedder)
+        tree, builder = _build_tree(
+            job=job,
+            text=text,
+            title=document.title,
+            embedder=embedder,
+            font_heading_starts=extracted.font_heading_starts if extracted else frozenset(),
+        )
     timings["build"] = round(time.perf_counter() - started, 3)
     if builder == Document.Builder.STRUCTURAL and re.search(r"[^\W\d_]", document.title):
         # The root reads as the document is called (every toc path already starts with it); the
@@ -343,7 +349,9 @@ def require_embedder_fits_stored_vectors(embedder: Embedder) -> None:
         raise EmbeddingDimensionError(problem)
 
 
-def _build_tree(*, job: IngestionJob, text: str, title: str, embedder: Embedder) -> tuple[TreeNode, str]:
+def _build_tree(
+    *, job: IngestionJob, text: str, title: str, embedder: Embedder, font_heading_starts: frozenset[int]
+) -> tuple[TreeNode, str]:
     from openfable.llm import llm_configured
 
     wanted = job.builder_requested or (
@@ -362,6 +370,7 @@ def _build_tree(*, job: IngestionJob, text: str, title: str, embedder: Embedder)
         embed=embedder.embed_passages,
         count_tokens=count_tokens,
         on_progress=lambda stage, fraction: job_progress(job, stage, fraction),
+        font_heading_starts=font_heading_starts,
     )
     job_progress(job, "building_tree", 1.0)
     return tree, Document.Builder.STRUCTURAL

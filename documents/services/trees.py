@@ -142,10 +142,12 @@ def document_tree_replace(
 
 @dataclass(frozen=True)
 class ExtractedText:
-    """A document's text as extracted from its file, with its page map ([[page, start, end], ...])."""
+    """A document's text as extracted from its file, with its page map ([[page, start, end], ...])
+    and where the heading lines are whose level extraction guessed from a PDF's fonts."""
 
     text: str
     page_spans: list[list[int]]
+    font_heading_starts: frozenset[int] = frozenset()
 
 
 def _job_still_ours(job: IngestionJob) -> QuerySet[IngestionJob]:
