@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from documents.ingestion.heading_titles import without_heading_marks
+
 LABEL_CHARS = 60  # a node with no title is named by the opening of its text
 CHANGED_FIELDS = ("title", "summary")  # the fields a person writes; shown before -> after
 
@@ -68,7 +70,7 @@ def edit_words(
 def _name(title: str, text: str) -> str:
     if title.strip():
         return title.strip()
-    opening = " ".join(text.split())
+    opening = " ".join(without_heading_marks(text).split())
     if not opening:
         return "a node since removed"
     return opening if len(opening) <= LABEL_CHARS else opening[: LABEL_CHARS - 1].rstrip() + "…"

@@ -66,6 +66,8 @@ from typing import Any
 
 import numpy as np
 
+from documents.ingestion.heading_titles import without_heading_marks
+
 LEAF = "leaf"  # documents.ingestion.tree.LEAF, spelled here so this module imports no Django
 
 SUMMARY_DISTANCE_MIN = 0.12
@@ -315,7 +317,7 @@ def _excess(value: float, threshold: float, full: float) -> float:
 def _label(node: ReviewNode) -> str:
     if node.kind != LEAF:
         return node.title.strip() or f"untitled {node.kind}"
-    words = node.excerpt.split()
+    words = without_heading_marks(node.excerpt).split()
     if not words:
         return "empty passage"
     opening = " ".join(words[:_EXCERPT_WORDS])

@@ -7,6 +7,9 @@ import re
 from dataclasses import dataclass
 
 TITLE_CHARS = 80  # the longest node or document title, in characters
+# The "#"-"######" that open a markdown heading line (extraction writes a PDF's, a Word file's and
+# an HTML page's headings so, for the structural builder to read).
+_HEADING_MARK = re.compile(r"(?m)^[ \t]{0,3}#{1,6}[ \t]+")
 
 
 @dataclass
@@ -23,6 +26,12 @@ class Heading:
     has_body: bool = True  # prose follows before the next numbered heading (not a contents line)
     label: str = ""  # the number of a numbered heading ("4.1", "ARTICLE IV")
     first_subclause: bool = False  # "2.1" right after the title of "2. SUPPLY", on its line
+
+
+def without_heading_marks(text: str) -> str:
+    """``text`` as a person reads it: a heading line without its "##" (a passage shown in a
+    list or a panel; the stored text keeps them, its offsets are the nodes')."""
+    return _HEADING_MARK.sub("", text)
 
 
 def word_set(text: str) -> frozenset[str]:

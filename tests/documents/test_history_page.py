@@ -80,3 +80,16 @@ def test_edit_words_name_a_node_without_a_title_by_its_text_and_a_removed_one_so
         node_title=None, node_text=None, parent_title=None,
     )  # fmt: skip
     assert gone.node == "a node since removed"
+
+
+def test_a_node_named_by_its_text_is_named_without_heading_marks() -> None:
+    words = edit_words(
+        operation="exclude",
+        arguments={"node": 7},
+        node_before={"id": 7, "excluded": False},
+        node_after={"id": 7, "excluded": True},
+        node_title="",
+        node_text="## 4. Term\n\nThis Agreement runs for two years.",
+        parent_title=None,
+    )
+    assert words.node == "4. Term This Agreement runs for two years."
