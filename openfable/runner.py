@@ -2,9 +2,10 @@
 
 Starts the embedded PostgreSQL (through settings), migrates, creates a local admin account
 on the first run (printing its login once), then runs the web server (uvicorn serving the
-ASGI app: Django and the MCP endpoints) and a Celery worker side by side. It watches the three
-(the embedded database too): a part that dies is started again, one that keeps dying stops
-everything. Ctrl-C stops all of it, the database included.
+ASGI app: Django and the MCP endpoints) and a Celery worker side by side, on the embedded Redis
+broker it starts first (``openfable.embedded_broker``). It watches the four (the embedded
+database too): a part that dies is started again, one that keeps dying stops everything. Ctrl-C
+stops all of it: the web server and the worker first, then the broker and the database.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import psutil
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
+from openfable import embedded_broker
 from openfable.embedded_db import live_postmaster, postmaster_pid, stop
+from openfable.startup import StartupError
 
 SHUTDOWN_GRACE_SECONDS = 15
 MAX_RESTARTS = 5  # a part that dies this often within RESTART_WINDOW_SECONDS stops everything
@@ -51,14 +54,23 @@ def main() -> int:
         "web server": _web_server_command(python, host=host, port=port),
         "worker": worker_command(python),
     }
+    # The embedded broker first: the web server queues tasks and the worker reads them from it.
+    broker_dir = None if settings.BROKER_URL_FROM_ENV else settings.EMBEDDED_BROKER_DIR
+    broker = None
+    if broker_dir is not None:
+        try:
+            broker = _start_broker(broker_dir)
+        except StartupError as error:
+            print(f"OpenFable cannot start: {error}", file=sys.stderr, flush=True)
+            return 1
     children = {name: _start(name, command) for name, command in commands.items()}
-    restarts: dict[str, list[float]] = {name: [] for name in [*commands, "database"]}
+    restarts: dict[str, list[float]] = {name: [] for name in [*commands, "broker", "database"]}
     database_dir = None if settings.DATABASE_URL else settings.EMBEDDED_DATABASE_DIR
     print(
         f"\nOpenFable is running at http://{host}:{port}/  (admin: http://{host}:{port}/admin/)", flush=True
     )
     print(f"MCP (with an API token): http://{host}:{port}/v1/mcp  (SSE: /v1/mcp/sse)", flush=True)
-    print("Press Ctrl-C to stop the web server, the worker and the database.\n", flush=True)
+    print("Press Ctrl-C to stop the web server, the worker, the broker and the database.\n", flush=True)
 
     stopping = False
 
@@ -77,6 +89,20 @@ def main() -> int:
                 exit_code, stopping = 1, True
                 break
             _restart_database(database_dir)
+        # The broker too: the worker and the web server reconnect by themselves, and what was
+        # queued is read back from its append-only file.
+        if broker_dir is not None and (broker is None or broker.poll() is not None):
+            status = "did not start" if broker is None else f"exited with status {broker.returncode}"
+            if broker is not None and (said := embedded_broker.log_tail(broker_dir)):
+                print(said, file=sys.stderr, flush=True)
+            if not _may_restart("broker", restarts, status=status):
+                exit_code, stopping = 1, True
+                break
+            try:
+                broker = _start_broker(broker_dir)
+            except StartupError as error:  # counted: the next turn tries again, by the same rule
+                print(f"The broker did not start again: {error}", file=sys.stderr, flush=True)
+                broker = None
         for name, child in list(children.items()):
             if child.poll() is None or stopping:
                 continue
@@ -89,6 +115,9 @@ def main() -> int:
         time.sleep(0.3)
 
     _stop_children(list(children.values()))
+    # After the worker: on its way out it hands the messages it held back to the broker.
+    if broker is not None:
+        embedded_broker.stop(broker)
     if not settings.DATABASE_URL:
         from django.db import connections
 
@@ -143,6 +172,12 @@ def _restart_database(data_dir: Path) -> None:
         print(f"The database did not start again: {said}", file=sys.stderr, flush=True)
         return
     print(f"Started the database (pid {live_postmaster(data_dir)}).", flush=True)
+
+
+def _start_broker(folder: Path) -> subprocess.Popen[bytes]:
+    broker = embedded_broker.start(folder)
+    print(f"Started the broker (pid {broker.pid}, {embedded_broker.socket_path(folder)}).", flush=True)
+    return broker
 
 
 def _start(name: str, command: list[str]) -> subprocess.Popen[bytes]:

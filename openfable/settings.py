@@ -14,6 +14,7 @@ from pathlib import Path
 
 import environ
 
+from openfable import embedded_broker  # light: starts nothing, imports no Redis client
 from openfable.config import ConfigProblem, EnvReader
 from openfable.startup import disk_problem, exit_on_startup_error, make_folder, write_private_file
 
@@ -150,24 +151,30 @@ CACHES = {
 }
 
 # --- Celery -----------------------------------------------------------------------------
-# The laptop default needs no broker service: kombu's filesystem transport under DATA_DIR.
-# Production sets OPENFABLE_BROKER_URL=redis://...
-BROKER_URL = env.string("BROKER_URL", "filesystem://")
+# Without OPENFABLE_BROKER_URL: the embedded Redis server `make run` starts (openfable.embedded_broker)
+# with its data under DATA_DIR/broker/redis, on a Unix socket there. It replaced kombu's filesystem
+# transport, which handed workers half-written messages under load. Production sets
+# OPENFABLE_BROKER_URL=redis://...
+EMBEDDED_BROKER_DIR = embedded_broker.broker_dir(DATA_DIR)
+BROKER_URL_FROM_ENV = env.string("BROKER_URL")
+BROKER_URL = BROKER_URL_FROM_ENV or embedded_broker.broker_url(EMBEDDED_BROKER_DIR)
 CELERY_BROKER_URL = BROKER_URL
 # Request rates (openfable.rate_limit) count per user across the REST API and MCP, so every web
-# worker must share the count: in Redis when the broker is Redis (the compose file's several
-# workers), else in the process (`make run` serves from one).
+# worker must share the count: in Redis when the deployment's broker is Redis (the compose file's
+# several workers), else in the process: `make run` serves from one, and a request then never
+# waits on the broker to be counted.
 CACHES["rate_limit"] = (
     {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": BROKER_URL,
         "KEY_PREFIX": "openfable",
     }
-    if BROKER_URL.startswith(("redis://", "rediss://"))
+    if BROKER_URL_FROM_ENV.startswith(("redis://", "rediss://"))
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "rate-limit"}
 )
 CELERY_BROKER_DIR = DATA_DIR / "broker"
 if BROKER_URL.startswith("filesystem://"):
+    # Still accepted for a deployment that asks for it; the embedded default no longer uses it.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
@@ -177,6 +184,17 @@ if BROKER_URL.startswith("filesystem://"):
         # a second (10,000 uploads: over an hour of queue); see README "Reliability".
         "polling_interval": env.number("BROKER_POLLING_SECONDS", 0.02, minimum=0.005, maximum=10),
     }
+elif BROKER_URL.startswith(("redis://", "rediss://", "redis+socket://")):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # Redis hands a message it gave a worker to another one when it has not been acknowledged
+        # within this time (the worker died, or the task still runs: tasks acknowledge late). A
+        # second delivery of a job still running would claim it again and restart it from the
+        # start (documents.services.jobs.job_claim), so this is far above the longest ingestion;
+        # a job whose worker died is failed by the stall sweep long before it (JOB_STALL_SECONDS),
+        # and one of this host is queued again when its worker restarts.
+        "visibility_timeout": env.integer("BROKER_VISIBILITY_SECONDS", 12 * 3600, minimum=600),
+    }
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True  # the runner may start the worker and the broker together
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
