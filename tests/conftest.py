@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +38,41 @@ def fast_password_hashing() -> Iterator[None]:
         ]
     ):
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_broker() -> Iterator[str]:
+    """One embedded Redis broker for the whole test session, started as `make run` starts its own
+    (``openfable.embedded_broker``); its URL. The app of this process sends its tasks there, and a
+    test that starts a worker or a web server hands it the URL (``OPENFABLE_BROKER_URL``): the
+    default, a server in the data folder, exists only where `make run` starts one.
+
+    In a short folder of its own (a Unix socket's path is short), so that test runs side by side
+    each have theirs."""
+    from openfable import embedded_broker
+    from openfable.celery import app
+
+    folder = Path(tempfile.mkdtemp(prefix="openfable-test-broker-"))
+    previous = (app.conf.broker_url, app.conf.broker_transport_options)
+    try:
+        with embedded_broker.running(folder) as url:
+            app.conf.broker_url, app.conf.broker_transport_options = url, {}
+            app._after_fork()  # a producer pool made before points at the default broker
+            yield url
+    finally:
+        app.conf.broker_url, app.conf.broker_transport_options = previous
+        app._after_fork()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def broker_url(session_broker: str) -> str:
+    """The session's broker, emptied first: a test that counts or consumes messages sees only its
+    own (earlier tests leave theirs, for documents long rolled back)."""
+    import redis
+
+    redis.Redis.from_url(session_broker.replace("redis+socket://", "unix://")).flushdb()
+    return session_broker
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,7 @@ from documents.services.document_input import (
     clean_title,
     document_input_clean,
 )
-from documents.services.job_queue import job_send
+from documents.services.job_queue import job_resend_stuck, job_send
 from documents.services.trees import corpus_version_bump
 from openfable.errors import ConflictError, NotFoundError
 from openfable.tokens import count_tokens
@@ -230,6 +230,8 @@ def document_reindex(*, document: Document, builder: str = "", queue: bool = Tru
         unfinished.builder_requested = builder
         unfinished.reindex = True
         unfinished.save(update_fields=["builder_requested", "reindex"])
+        if queue:  # its message may be lost: asking again sends it again
+            job_resend_stuck(job=unfinished)
         return unfinished
     return _job_create(document=document, builder=builder, reindex=True, queue=queue)
 
@@ -259,14 +261,13 @@ def _job_create(*, document: Document, builder: str, reindex: bool, queue: bool)
 
 
 def _job_resend_unsent(document: Document) -> IngestionJob | None:
-    """The document's queued job whose task never reached the broker, sent again now; else None.
+    """The document's queued job, its message sent again when it may be lost; else None.
 
     The same text sent again after an upload whose task was lost (the broker failed or hung
-    after the commit) queues it, instead of answering with no job while it waits for the sweep.
+    after the commit, or the message went missing in the broker) queues it again
+    (``job_resend_stuck``), instead of answering with a job that waits for the sweep.
     """
-    job = IngestionJob.objects.filter(
-        document=document, status=IngestionJob.Status.QUEUED, heartbeat__isnull=True
-    ).first()
-    if job is not None:
-        transaction.on_commit(partial(job_send, job_id=job.pk, document_id=document.pk))
-    return job
+    job = IngestionJob.objects.filter(document=document, status=IngestionJob.Status.QUEUED).first()
+    if job is None:
+        return None
+    return job if job_resend_stuck(job=job) else None

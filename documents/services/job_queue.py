@@ -15,11 +15,13 @@ from functools import partial
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from kombu.exceptions import KombuError
+from kombu.exceptions import ChannelError, KombuError
 
 from documents.models import Document, IngestionJob
 
 logger = logging.getLogger(__name__)
+
+BROKER_TIMEOUT_SECONDS = 5.0  # the sweep's wait for the broker, when it counts the queue
 
 
 def job_fail(*, job: IngestionJob, error: str, stalled_before: datetime | None = None) -> bool:
@@ -89,18 +91,19 @@ def jobs_fail_stalled() -> int:
 
 @dataclass(frozen=True)
 class JobsSwept:
-    sent: list[int]  # documents whose job had never reached the broker, sent now
+    sent: list[int]  # documents whose job's message never reached the broker or was lost, sent now
     failed: int  # running jobs with no sign of life for OPENFABLE_JOB_STALL_SECONDS, failed now
 
 
 def jobs_sweep() -> JobsSwept:
-    """The jobs nothing would ever finish: the unsent ones sent, the stalled ones failed.
+    """The jobs nothing would ever finish: the unsent ones and those whose message was lost sent
+    (again), the stalled ones failed.
 
     Run by the worker at start and every OPENFABLE_JOB_SWEEP_SECONDS (``documents.tasks``, under
     ``make run`` and docker-compose alike), and by `openfable sweep` for a person without a
     worker. Never by a page or an endpoint that shows jobs: a read writes nothing.
     """
-    return JobsSwept(sent=jobs_requeue_unsent(), failed=jobs_fail_stalled())
+    return JobsSwept(sent=jobs_requeue_unsent() + jobs_requeue_lost(), failed=jobs_fail_stalled())
 
 
 def jobs_requeue_orphans(*, hostname: str, alive: Callable[[int], bool]) -> list[int]:
@@ -143,13 +146,14 @@ def jobs_requeue_orphans(*, hostname: str, alive: Callable[[int], bool]) -> list
 
 
 def job_send(*, job_id: int, document_id: int) -> None:
-    """Send the job's task to the broker, then note on the job that it went (its ``heartbeat``).
+    """Send the job's task to the broker, then note on the job when it went (its ``heartbeat``).
 
-    Called once the job's transaction has committed. On a queued job the heartbeat says a runner
-    was handed it: its message sent, or (``queue=False``) the caller running it in-process. A job
-    still without one after ``OPENFABLE_JOB_UNSENT_SECONDS`` was committed but never sent (the
-    broker failed, or the request that made it hung on the broker): ``jobs_requeue_unsent`` sends
-    it again. A broker that fails here is logged, not raised: the job is safely in the database.
+    Called once the job's transaction has committed, and again for a job whose message was lost.
+    On a queued job the heartbeat says when a runner was last handed it: its message sent, or
+    (``queue=False``) the caller running it in-process. A job still without one after
+    ``OPENFABLE_JOB_UNSENT_SECONDS`` was committed but never sent (the broker failed, or the
+    request that made it hung on the broker): ``jobs_requeue_unsent`` sends it again. A broker
+    that fails here is logged, not raised: the job is safely in the database.
     """
     # Imported here, not at the top: documents.tasks imports these services at module level (the
     # worker loads it), so a top-level import back would be a cycle at import time. The import is
@@ -163,9 +167,8 @@ def job_send(*, job_id: int, document_id: int) -> None:
             "document %s: its ingestion could not be queued; the worker's sweep will", document_id
         )
         return
-    IngestionJob.objects.filter(pk=job_id, status=IngestionJob.Status.QUEUED, heartbeat__isnull=True).update(
-        heartbeat=timezone.now()
-    )
+    # The time of the last send: the lost-message sweep counts from it.
+    IngestionJob.objects.filter(pk=job_id, status=IngestionJob.Status.QUEUED).update(heartbeat=timezone.now())
 
 
 def jobs_requeue_unsent(*, older_than: float | None = None) -> list[int]:
@@ -186,6 +189,90 @@ def jobs_requeue_unsent(*, older_than: float | None = None) -> list[int]:
         logger.warning("job %s of document %s was never queued; queueing it now", job_id, document_id)
         job_send(job_id=job_id, document_id=document_id)
     return [document_id for _, document_id in unsent]
+
+
+def jobs_requeue_lost(*, older_than: float | None = None) -> list[int]:
+    """Send again the queued jobs whose message is no longer in the broker; their documents' ids.
+
+        A message can be lost after it was sent: a worker that died between fetching it and claiming
+        the job (kombu's filesystem transport deleted the file, then failed to read it: the job stayed
+        queued for good), a broker that lost its last second of writes in a crash, a queue someone
+        purged. The heartbeat does not tell such a job from one still waiting its turn, so the queue
+        is counted instead: every queued job that was sent has its message waiting in the broker's
+        queue (or, for the milliseconds between fetching and claiming, in a worker's hands). When the
+        queue holds fewer messages than there are such jobs, that many are missing, and they are the
+        ones sent longest ago: the queue is first in, first out, so a later message cannot have
+        overtaken an earlier one that is still there. Those are sent again, at most that many: a long
+        queue with every message in it sends nothing, and the worst a miscount does is send one job
+        twice: its second message finds the job done, or claims it again and the first run stops
+    without saving (``job_run_now``), so work is repeated but nothing is lost or built twice.
+
+        ``older_than`` (default OPENFABLE_JOB_SWEEP_SECONDS) leaves alone a job sent this recently,
+        so that a lost message is sent again within one or two sweeps (a minute by default). Nothing
+        is sent when the broker cannot be reached: the next sweep counts again.
+    """
+    seconds = settings.JOB_SWEEP_SECONDS if older_than is None else older_than
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    # The jobs before the messages: a job sent between the two reads adds a message only, never
+    # a job the count would take for lost.
+    sent = list(
+        IngestionJob.objects.filter(status=IngestionJob.Status.QUEUED, heartbeat__isnull=False)
+        .order_by("heartbeat", "pk")
+        .values_list("pk", "document_id", "heartbeat")
+    )
+    if not sent:
+        return []
+    waiting = _messages_waiting()
+    if waiting is None or waiting >= len(sent):
+        return []
+    lost = [(job_id, document_id) for job_id, document_id, beat in sent if beat is not None and beat < cutoff]
+    lost = lost[: len(sent) - waiting]
+    for job_id, document_id in lost:
+        logger.warning(
+            "job %s of document %s is queued but its message is gone (%d jobs queued, %d messages); "
+            "sending it again",
+            job_id,
+            document_id,
+            len(sent),
+            waiting,
+        )
+        job_send(job_id=job_id, document_id=document_id)
+    return [document_id for _, document_id in lost]
+
+
+def _messages_waiting() -> int | None:
+    """How many messages the tasks' queue holds now; None when the broker cannot be reached."""
+    from openfable.celery import app
+
+    try:
+        with app.connection_for_read() as connection:
+            # Bounded: the channel below would otherwise wait for a broker that is down for good.
+            connection.ensure_connection(max_retries=1, timeout=BROKER_TIMEOUT_SECONDS)
+            try:
+                declared = connection.default_channel.queue_declare(
+                    queue=app.conf.task_default_queue, passive=True
+                )
+            except ChannelError:
+                return 0  # Redis keeps no empty list: a queue never used or drained is "not found"
+            return int(declared.message_count)
+    except (KombuError, OSError) as error:
+        logger.warning("the sweep could not count the broker's messages (%s); it tries again later", error)
+        return None
+
+
+def job_resend_stuck(*, job: IngestionJob) -> bool:
+    """Send a queued job's message again once its transaction commits, when it was never sent or
+    its last one went more than OPENFABLE_JOB_SWEEP_SECONDS ago; whether it will be sent.
+
+    A person who re-indexes (or uploads again) a document whose job sits queued is asking for it to
+    run: its message may be the lost one the sweep has not counted yet. Not more often than that:
+    a script re-sending the same texts in a loop adds one message per job per sweep at most.
+    """
+    cutoff = timezone.now() - timedelta(seconds=settings.JOB_SWEEP_SECONDS)
+    if job.status != IngestionJob.Status.QUEUED or (job.heartbeat is not None and job.heartbeat >= cutoff):
+        return False
+    transaction.on_commit(partial(job_send, job_id=job.pk, document_id=job.document_id))
+    return True
 
 
 def job_fail_unfinished(*, document_id: int, error: str) -> None:
