@@ -81,13 +81,13 @@ def extract(
         extracted = _text(data, filename, detected, limits)
         progress(1, 1)
         return extracted
-    pages = 1
+    pages = 0  # an HTML page has no pages; a Word file only where it says where they break
     if detected.format == PDF:
         blocks, pages = _pdf_blocks(data, filename, limits, deadline, progress, use_outline=use_outline)
     elif detected.format == DOCX:
         from documents.ingestion.extraction.docx import docx_blocks
 
-        blocks = docx_blocks(data, filename=filename, limits=limits, deadline=deadline)
+        blocks, pages = docx_blocks(data, filename=filename, limits=limits, deadline=deadline)
     else:
         from documents.ingestion.extraction.html import html_blocks
 

@@ -20,7 +20,12 @@ _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
-def docx_blocks(data: bytes, *, filename: str, limits: ExtractionLimits, deadline: Deadline) -> list[Block]:
+def docx_blocks(
+    data: bytes, *, filename: str, limits: ExtractionLimits, deadline: Deadline
+) -> tuple[list[Block], int]:
+    """The blocks, and the pages they lie on: a Word file has pages only where it says where
+    they break (a page break, or the breaks Word wrote when it last laid the file out); one
+    without any has no page map (0), rather than "1 page" for a text of any length."""
     _check_archive(data, filename, limits)
     import docx  # python-docx: imported when a Word file is read
     from docx.table import Table
@@ -35,17 +40,46 @@ def docx_blocks(data: bytes, *, filename: str, limits: ExtractionLimits, deadlin
             code="corrupt",
         ) from None
     blocks: list[Block] = []
+    page = 1
     for element in document.element.body.iterchildren():
         deadline.check()
         if element.tag == f"{_W}p":
             paragraph = Paragraph(element, document)
+            breaks_before, breaks_inside = _page_breaks(element)
+            page += breaks_before
             text = clean_line(paragraph.text)
             if text:
                 level = _heading_level(paragraph)
-                blocks.append(Block(text, 1, level, "style" if level else ""))
+                blocks.append(Block(text, page, level, "style" if level else ""))
+            page += breaks_inside
         elif element.tag == f"{_W}tbl":
-            blocks.extend(_table_rows(Table(element, document)))
-    return blocks
+            blocks.extend(_table_rows(Table(element, document), page))
+    # A break after the last text starts no page of its own.
+    pages = max((block.page for block in blocks), default=1)
+    return blocks, (pages if pages > 1 else 0)
+
+
+def _page_breaks(paragraph: object) -> tuple[int, int]:
+    """Page breaks before a paragraph (its "page break before" property, a rendered break at its
+    start) and inside it (a hard break, a rendered break later on), counted once each."""
+    before = paragraph.find(f"{_W}pPr/{_W}pageBreakBefore")  # type: ignore[attr-defined]
+    breaks = [
+        element
+        for element in paragraph.iter(f"{_W}br", f"{_W}lastRenderedPageBreak")  # type: ignore[attr-defined]
+        if element.tag.endswith("lastRenderedPageBreak") or element.get(f"{_W}type") == "page"
+    ]
+    text_before_first = ""
+    if breaks:
+        run_texts = []
+        for element in paragraph.iter(f"{_W}t", f"{_W}br", f"{_W}lastRenderedPageBreak"):  # type: ignore[attr-defined]
+            if element is breaks[0]:
+                break
+            if element.tag == f"{_W}t":
+                run_texts.append(element.text or "")
+        text_before_first = "".join(run_texts)
+    at_start = 1 if breaks and not text_before_first.strip() else 0
+    starts = int(before is not None and (before.get(f"{_W}val") or "true") not in ("0", "false")) or at_start
+    return starts, len(breaks) - at_start
 
 
 def _check_archive(data: bytes, filename: str, limits: ExtractionLimits) -> None:
@@ -88,7 +122,7 @@ def _heading_level(paragraph: object) -> int:
     return 0
 
 
-def _table_rows(table: object) -> list[Block]:
+def _table_rows(table: object, page: int) -> list[Block]:
     """One block a row, cells separated by " | "; a merged cell counts once."""
     rows: list[Block] = []
     for row in table.rows:  # type: ignore[attr-defined]
@@ -100,5 +134,5 @@ def _table_rows(table: object) -> list[Block]:
             seen.add(id(cell._tc))
             cells.append(clean_line(" ".join(p.text for p in cell.paragraphs)))
         if any(cells):
-            rows.append(Block(" | ".join(cells), 1, new_paragraph=not rows))
+            rows.append(Block(" | ".join(cells), page, new_paragraph=not rows))
     return rows

@@ -25,7 +25,8 @@ from tests.documents.ingestion import document_files as files
 
 def test_docx_heading_styles_become_headings_and_a_table_one_row_a_line() -> None:
     extracted = extract(files.heading_docx(), filename="service.docx")
-    assert extracted.format == DOCX and extracted.pages == 1
+    # No page break in it: a Word file that does not say where its pages end has no page map.
+    assert extracted.format == DOCX and extracted.pages == 0 and extracted.page_spans == ()
     assert [(hint.level, hint.title, hint.source) for hint in extracted.headings] == [
         (1, "Service Agreement", "style"),
         (1, "Scope", "style"),
@@ -37,9 +38,33 @@ def test_docx_heading_styles_become_headings_and_a_table_one_row_a_line() -> Non
         "Plan | Price | Term\nBasic | 10 EUR | 1 month\nPro | 90 EUR | 1 year\n\n"
         "Fees are paid in advance.\n"
     )
-    assert [(span.page, span.start, span.end) for span in extracted.page_spans] == [
-        (1, 0, len(extracted.text))
+
+
+def test_a_word_file_has_the_pages_its_page_breaks_make() -> None:
+    import docx
+    from docx.enum.text import WD_BREAK
+
+    document = docx.Document()
+    document.add_paragraph("The first page.")
+    document.add_paragraph("Still the first page.").add_run().add_break(WD_BREAK.PAGE)
+    document.add_paragraph("The second page.")
+    document.add_page_break()
+    document.add_paragraph("The third page.")
+    document.add_page_break()  # a break after the last text starts no page of its own
+    out = io.BytesIO()
+    document.save(out)
+    extracted = extract(out.getvalue(), filename="three.docx")
+    assert extracted.pages == 3
+    assert [extracted.text[span.start : span.end].split(".")[0] for span in extracted.page_spans] == [
+        "The first page",
+        "The second page",
+        "The third page",
     ]
+
+
+def test_an_html_page_has_no_page_map() -> None:
+    extracted = extract(files.ARTICLE_PAGE, filename="warranty.html")
+    assert extracted.pages == 0 and extracted.page_spans == ()
 
 
 def test_docx_zip_bomb_is_refused_before_decompressing() -> None:
