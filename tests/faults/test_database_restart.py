@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer, delay
+from openfable import embedded_broker
 from openfable.embeddings import LOCAL_DIMENSIONS
 from openfable.runner import _web_server_command
 from tests.conftest import REPO_ROOT
@@ -96,12 +97,16 @@ class Stack:
 
 @pytest.fixture
 def stack(tmp_path: Path, private_cluster: PrivateCluster) -> Iterator[Stack]:
-    with ScriptedOpenAIServer(embedding_dimensions=LOCAL_DIMENSIONS) as embeddings:
+    with (
+        ScriptedOpenAIServer(embedding_dimensions=LOCAL_DIMENSIONS) as embeddings,
+        # The embedded broker in the data folder, as make run starts it for the web and the worker.
+        embedded_broker.running(embedded_broker.broker_dir(tmp_path / "data")),
+    ):
         cluster = private_cluster
         url = cluster.start()
         env = app_environment(
             database_url=url,
-            data_dir=str(tmp_path / "data"),  # its broker folder too, shared by web and worker
+            data_dir=str(tmp_path / "data"),  # its broker's socket too, shared by web and worker
             secret_key="fault-test-only-secret",
             https="false",
             embedding_url=embeddings.base_url,  # fast, deterministic vectors; no model to load

@@ -1,5 +1,5 @@
 """A burst of unauthenticated health checks against the web server as ``make run`` starts it (uvicorn,
-the embedded filesystem broker, a Celery worker), and jobs whose task never reached the broker.
+the embedded broker, a Celery worker), and jobs whose task never reached the broker.
 
 Before: 25 concurrent ``GET /v1/api/health`` each held one connection of the shared producer pool
 (the worker ping) and waited for a second; 14 never answered, and from then on every upload hung
@@ -30,6 +30,7 @@ from django.utils import timezone
 from documents.models import Document, IngestionJob
 from documents.services.documents import document_create
 from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
+from openfable import embedded_broker
 from openfable.api_tokens import token_create
 from openfable.embeddings import LOCAL_DIMENSIONS
 from openfable.runner import _web_server_command, worker_command
@@ -97,19 +98,19 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     db = connection.settings_dict
     logs = tmp_path / "logs"
     logs.mkdir()
-    with ScriptedOpenAIServer(embedding_dimensions=LOCAL_DIMENSIONS) as embeddings:
+    with (
+        ScriptedOpenAIServer(embedding_dimensions=LOCAL_DIMENSIONS) as embeddings,
+        # The embedded broker in the data folder, as make run starts it for the web and the worker.
+        embedded_broker.running(embedded_broker.broker_dir(tmp_path / "data")),
+    ):
         env = app_environment(
             database_url=f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}",
-            data_dir=str(tmp_path / "data"),  # the filesystem broker's folders, shared by both
+            data_dir=str(tmp_path / "data"),  # the embedded broker's socket, shared by both
             debug="true",
             embedding_url=embeddings.base_url,  # fast, deterministic vectors; no model to load
             embedding_model="scripted-embedding",
             job_sweep_seconds="1",
             job_unsent_seconds="2",
-            # kombu's own polling interval: a worker ping then holds its connection for a whole
-            # second, as when the hang was found (with 20 ms pings overlap less and it hangs
-            # only sometimes), so that the burst hangs the unfixed server every time.
-            broker_polling_seconds="1",
         )
         port = free_port()
         web = subprocess.Popen(

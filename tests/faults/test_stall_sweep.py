@@ -29,10 +29,11 @@ def test_the_compose_worker_runs_the_sweep_that_make_run_runs() -> None:
     assert compose["services"]["worker"]["command"].split() == ["celery", *worker_command()[3:]]
 
 
-def test_a_running_worker_fails_a_stalled_job_on_its_timer(tmp_path: Path) -> None:
+def test_a_running_worker_fails_a_stalled_job_on_its_timer(tmp_path: Path, broker_url: str) -> None:
     db = connection.settings_dict
     env = app_environment(
         database_url=f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}",
+        broker_url=broker_url,
         data_dir=str(tmp_path / "data"),
         debug="true",
         job_sweep_seconds="1",

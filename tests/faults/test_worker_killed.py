@@ -53,7 +53,8 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pat
                 "data_folder_out": str(folders["queue"]),
                 "control_folder": str(folders["control"]),
             }
-            environment: dict[str, str] = {}  # the workers find data_dir/broker/queue by themselves
+            # No longer the default: named, the workers find data_dir/broker/queue by themselves.
+            environment: dict[str, str] = {"OPENFABLE_BROKER_URL": "filesystem://"}
         else:
             url = stack.enter_context(redis_server(tmp_path))
             celery_app.conf.broker_url = url
