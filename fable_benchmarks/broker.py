@@ -1,10 +1,17 @@
-"""How fast a real Celery worker drains the embedded filesystem broker (`python -m fable_benchmarks bench-broker`).
+"""How fast a real Celery worker drains a broker (`python -m fable_benchmarks bench-broker`).
 
 ``count`` ingestion messages for documents that do not exist (each task claims nothing and returns:
-the broker's own cost, not indexing) are queued into a broker folder of the run's own, then one
-worker, started as ``make run`` starts it, drains them. The time is read from the worker's own
-log: from the first message it received to the last one it finished, so the worker's start-up is
-not counted. Needs the database the app is configured with (the tasks look their document up).
+the broker's own cost, not indexing) are queued into a broker of the run's own, then one worker,
+started as ``make run`` starts it, drains them. The time is read from the worker's own log: from
+the first message it received to the last one it finished, so the worker's start-up is not
+counted. Needs the database the app is configured with (the tasks look their document up).
+
+The brokers compared: ``redis``, the embedded Redis server ``make run`` starts (its data folder
+the run's own); ``filesystem``, kombu's filesystem transport, the embedded default before it
+(it handed workers half-written messages under load); ``sqlalchemy``, kombu's SQL transport on
+the app's own PostgreSQL (needs the SQLAlchemy package, which the app does not install; its
+tables stay in that database), at kombu's own polling interval: it hands every transport option
+to SQLAlchemy's ``create_engine``, which refuses ``polling_interval``.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,14 +33,17 @@ from django.conf import settings
 from django.db import connection
 
 from fable_benchmarks import BenchInputError
+from openfable import embedded_broker
 from openfable.runner import worker_command
 
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): ")
 _FIRST_ID = 2_000_000_000  # no document has such an id: each task finds nothing to do
+BROKERS = ("redis", "filesystem", "sqlalchemy")
 
 
 @dataclass(frozen=True)
 class DrainRow:
+    broker: str
     polling_seconds: float | None  # None: the app's (OPENFABLE_BROKER_POLLING_SECONDS unset)
     messages: int
     seconds: float
@@ -42,12 +53,18 @@ class DrainRow:
         return self.messages / self.seconds if self.seconds else 0.0
 
 
-def broker_drain(*, messages: int, polling_seconds: float | None, timeout: float = 900) -> DrainRow:
+def broker_drain(
+    *, messages: int, broker: str = "redis", polling_seconds: float | None = None, timeout: float = 900
+) -> DrainRow:
     """Queue ``messages`` no-op ingestion messages, let one worker drain them; the time it took."""
     if messages < 1:
         raise BenchInputError("--messages must be at least 1.")
-    with tempfile.TemporaryDirectory(prefix="openfable-bench-broker-") as folder:
-        environment = _environment(Path(folder), polling_seconds)
+    if broker not in BROKERS:
+        raise BenchInputError(f"unknown broker {broker!r}; choose among {', '.join(BROKERS)}")
+    with tempfile.TemporaryDirectory(prefix="openfable-bench-broker-") as folder, ExitStack() as stack:
+        environment = _environment(Path(folder), broker, polling_seconds)
+        if broker == "redis":  # the app's default: the embedded server of the data folder
+            stack.enter_context(embedded_broker.running(embedded_broker.broker_dir(Path(folder))))
         _queue(environment, messages)
         log = Path(folder) / "worker.log"
         worker = subprocess.Popen(
@@ -79,6 +96,7 @@ def broker_drain(*, messages: int, polling_seconds: float | None, timeout: float
     received = [_stamp(line) for line in lines if " received" in line and _STAMP.match(line)]
     finished = [_stamp(line) for line in lines if " succeeded in " in line and _STAMP.match(line)]
     return DrainRow(
+        broker=broker,
         polling_seconds=polling_seconds,
         messages=messages,
         seconds=round((max(finished) - min(received)).total_seconds(), 2),
@@ -104,7 +122,7 @@ def _database_url() -> str:
     return f"postgresql://{user}@{host}{port}/{db['NAME']}"
 
 
-def _environment(folder: Path, polling_seconds: float | None) -> dict[str, str]:
+def _environment(folder: Path, broker: str, polling_seconds: float | None) -> dict[str, str]:
     url = _database_url()
     environment = {key: value for key, value in os.environ.items() if not key.startswith("OPENFABLE_")}
     environment |= {
@@ -113,6 +131,12 @@ def _environment(folder: Path, polling_seconds: float | None) -> dict[str, str]:
         "OPENFABLE_DEBUG": "true",
         "OPENFABLE_SECRET_KEY": "bench-broker-only",
     }
+    if broker == "filesystem":
+        environment["OPENFABLE_BROKER_URL"] = "filesystem://"
+    elif broker == "sqlalchemy":
+        environment["OPENFABLE_BROKER_URL"] = "sqla+" + url.replace(
+            "postgresql://", "postgresql+psycopg://", 1
+        )
     if polling_seconds is not None:
         environment["OPENFABLE_BROKER_POLLING_SECONDS"] = str(polling_seconds)
     return environment
@@ -140,13 +164,19 @@ def _queue(environment: dict[str, str], messages: int) -> None:
 def format_drain(rows: list[DrainRow]) -> str:
     """The markdown table ``python -m fable_benchmarks bench-broker`` prints."""
     lines = [
-        "| polling interval | messages | drained in | per second | 10,000 messages |",
-        "|---|---|---|---|---|",
+        "| broker | polling interval | messages | drained in | per second | 10,000 messages |",
+        "|---|---|---|---|---|---|",
     ]
     for row in rows:
-        interval = "default" if row.polling_seconds is None else f"{row.polling_seconds:g} s"
+        if row.broker == "redis":
+            interval = "none (blocking pop)"
+        elif row.broker == "sqlalchemy":
+            interval = "kombu's 1 s"
+        else:
+            interval = "default" if row.polling_seconds is None else f"{row.polling_seconds:g} s"
         minutes = 10_000 / row.per_second / 60 if row.per_second else float("inf")
         lines.append(
-            f"| {interval} | {row.messages} | {row.seconds:.1f} s | {row.per_second:.1f} | {minutes:.0f} min |"
+            f"| {row.broker} | {interval} | {row.messages} | {row.seconds:.1f} s | {row.per_second:.1f} "
+            f"| {minutes:.1f} min |"
         )
     return "\n".join(lines)

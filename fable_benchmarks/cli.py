@@ -215,13 +215,20 @@ def register(subparsers: Any) -> None:
     extract.set_defaults(handler=_handle_bench_extract)
 
     broker = subparsers.add_parser(
-        "bench-broker", help="how fast one worker drains the embedded filesystem broker (no-op messages)"
+        "bench-broker", help="how fast one worker drains each broker (no-op messages)"
     )
     broker.add_argument("--messages", type=int, default=300, help="messages queued before the worker starts")
     broker.add_argument(
+        "--brokers",
+        default="filesystem,redis",
+        help="comma-separated among redis (the embedded default), filesystem (the one before it), "
+        "sqlalchemy (kombu's SQL transport on the app's database; needs SQLAlchemy installed)",
+    )
+    broker.add_argument(
         "--polling",
-        default="1,default",
-        help="comma-separated OPENFABLE_BROKER_POLLING_SECONDS values to compare ('default': unset)",
+        default="default",
+        help="comma-separated OPENFABLE_BROKER_POLLING_SECONDS values to compare ('default': unset); "
+        "for the brokers that poll (filesystem, sqlalchemy)",
     )
     broker.set_defaults(handler=_handle_bench_broker)
 
@@ -525,7 +532,7 @@ def _handle_bench_extract(options: dict[str, Any]) -> str:
 
 
 def _handle_bench_broker(options: dict[str, Any]) -> str:
-    from fable_benchmarks.broker import broker_drain, format_drain
+    from fable_benchmarks.broker import BROKERS, broker_drain, format_drain
 
     pollings: list[float | None] = []
     for part in options["polling"].split(","):
@@ -535,5 +542,13 @@ def _handle_bench_broker(options: dict[str, Any]) -> str:
             raise BenchInputError(
                 f"--polling: {part!r} is neither a number of seconds nor 'default'"
             ) from None
-    rows = [broker_drain(messages=options["messages"], polling_seconds=polling) for polling in pollings]
+    brokers = [name.strip() for name in options["brokers"].split(",") if name.strip()]
+    if unknown := [name for name in brokers if name not in BROKERS]:
+        raise BenchInputError(f"--brokers: unknown {', '.join(unknown)}; choose among {', '.join(BROKERS)}")
+    rows = [
+        broker_drain(messages=options["messages"], broker=broker, polling_seconds=polling)
+        for broker in brokers
+        # Redis pushes messages to the worker (a blocking pop): no polling interval to vary.
+        for polling in ([None] if broker == "redis" else pollings)
+    ]
     return format_drain(rows)

@@ -3,7 +3,8 @@
 gunicorn with uvicorn workers (the ASGI app: Django and the MCP server) and a Celery worker, each
 in its own process group, on the database this process uses (the test database under pytest),
 with debug off and plain HTTP. They get a private data folder, so their Celery queue (the
-filesystem broker) is theirs alone, and the caller's other settings (LLM, embeddings, broker URL).
+embedded broker, started in it as `make run` starts it) is theirs alone, and the caller's other
+settings (LLM, embeddings, a broker URL if it names one).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import httpx
 from django.conf import settings
 from django.db import connection
 
+from openfable import embedded_broker
 from openfable.errors import ServiceUnavailableError
 from openfable.runner import worker_command
 
@@ -97,7 +99,10 @@ def servers(folder: Path, *, web_workers: int, unthrottled: str, log: Log) -> It
     environment = server_environment(folder / "var", unthrottled=unthrottled)
     port = _free_port()
     started: list[tuple[str, subprocess.Popen[bytes]]] = []
+    broker = None
     try:
+        if not environment.get("OPENFABLE_BROKER_URL"):
+            broker = embedded_broker.start(embedded_broker.broker_dir(folder / "var"))
         for name, command in (
             ("worker", worker_command()),
             ("web", web_command(port=port, workers=web_workers)),
@@ -128,6 +133,8 @@ def servers(folder: Path, *, web_workers: int, unthrottled: str, log: Log) -> It
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
+        if broker is not None:  # last, as make run stops it: the worker hands its messages back
+            embedded_broker.stop(broker)
 
 
 def _wait_until_healthy(

@@ -173,6 +173,7 @@ CACHES["rate_limit"] = (
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "rate-limit"}
 )
 CELERY_BROKER_DIR = DATA_DIR / "broker"
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, str | float]
 if BROKER_URL.startswith("filesystem://"):
     # Still accepted for a deployment that asks for it; the embedded default no longer uses it.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
