@@ -1,6 +1,6 @@
 """The benchmark subcommands (`python -m fable_benchmarks ...`): `bench-ingest` (and `bench-ingest-large`),
 `bench-retrieval` (and `bench-plot`, its chart from a saved report), `bench-latency`, `bench-load`,
-`bench-cost`, `bench-extract`, `bench-broker`.
+`bench-cost`, `bench-extract`, `bench-broker`, `bench-structure`.
 
 They print markdown tables (``--json PATH`` writes the same numbers). Registered into the
 benchmarks' own command (``fable_benchmarks.command.BenchCommand``, the product's `openfable`
@@ -22,6 +22,9 @@ from typing import Any
 from django.conf import settings
 
 from fable_benchmarks import BenchInputError
+
+# bench-structure's rows (fable_benchmarks.structure.FORMATS, which loads only when it runs).
+STRUCTURE_FORMATS = ("pdf", "pdf-bookmarks", "docx", "html", "markdown")
 
 
 def register(subparsers: Any) -> None:
@@ -231,6 +234,32 @@ def register(subparsers: Any) -> None:
         "for the brokers that poll (filesystem, sqlalchemy)",
     )
     broker.set_defaults(handler=_handle_bench_broker)
+
+    structure = subparsers.add_parser(
+        "bench-structure",
+        help="how well trees follow real headings: recall, level agreement, buried and invented sections",
+    )
+    structure.add_argument(
+        "--cuad-gold",
+        type=Path,
+        default=None,
+        help="hand-checked headings of CUAD PDFs (default: fable_benchmarks/structure_gold/cuad_pdf.json)",
+    )
+    structure.add_argument(
+        "--pdf-dir", type=Path, default=_shared("cuad/pdf"), help="the PDFs the gold names (default: CUAD's)"
+    )
+    structure.add_argument(
+        "--formats",
+        default=",".join(STRUCTURE_FORMATS),
+        help="comma-separated among " + ", ".join(STRUCTURE_FORMATS) + " (default: all)",
+    )
+    structure.add_argument("--only", default="", help="only documents whose file name holds this")
+    structure.add_argument("--limit", type=int, default=0, help="first N documents of each format (0: all)")
+    structure.add_argument(
+        "--details", action="store_true", help="also list per document what was missed, buried or invented"
+    )
+    structure.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
+    structure.set_defaults(handler=_handle_bench_structure)
 
 
 def _parse_budgets(text: str) -> list[int]:
@@ -552,3 +581,50 @@ def _handle_bench_broker(options: dict[str, Any]) -> str:
         for polling in ([None] if broker == "redis" else pollings)
     ]
     return format_drain(rows)
+
+
+def _handle_bench_structure(options: dict[str, Any]) -> str:
+    from fable_benchmarks.report import write_json
+    from fable_benchmarks.structure import format_details, format_rows, format_structure_table
+    from fable_benchmarks.structure_run import (
+        DEFAULT_CUAD_GOLD,
+        bench_structure,
+        cuad_cases,
+        generated_cases,
+        select_cases,
+    )
+
+    formats = [name.strip() for name in options["formats"].split(",") if name.strip()]
+    unknown = [name for name in formats if name not in STRUCTURE_FORMATS]
+    if unknown or not formats:
+        raise BenchInputError(
+            f"--formats: unknown {', '.join(unknown)}; choose among {', '.join(STRUCTURE_FORMATS)}"
+        )
+    if options["limit"] < 0:
+        raise BenchInputError("--limit must be 0 (all) or more")
+    cases = []
+    if "pdf" in formats:
+        gold = options["cuad_gold"] or DEFAULT_CUAD_GOLD
+        if options["cuad_gold"] is not None:
+            _check_files("cuad-gold", [gold])
+        if gold.is_file():
+            cases += cuad_cases(gold, options["pdf_dir"])
+        else:
+            _log(f"No hand-checked gold at {gold} yet: the pdf row is left out")
+    cases += generated_cases(formats)
+    cases = select_cases(cases, formats=formats, only=options["only"], limit=options["limit"])
+    if not cases:
+        raise BenchInputError("no document matches --formats, --only and --limit")
+    run = bench_structure(cases, log=_log)
+    rows = format_rows(run.scores)
+    if options.get("json_path"):
+        write_json(
+            {
+                "rows": [row.as_json() for row in rows],
+                "documents": [score.as_json() for score in run.scores],
+                "seconds": run.seconds,
+            },
+            options["json_path"],
+        )
+    table = format_structure_table(rows, total_seconds=run.seconds)
+    return table + format_details(run.scores) if options["details"] else table

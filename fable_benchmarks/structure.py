@@ -1,0 +1,602 @@
+"""How well a document's tree follows its real headings (pure, no Django): the measures of
+``python -m fable_benchmarks bench-structure`` (``structure_run`` runs the documents through the
+product; this module only scores and reports).
+
+Given the extracted text, the built tree (``BuiltNode``: kind, span, title, depth, parent) and the
+gold headings (text, level), per document:
+
+- **located**: each gold heading found in the text, in order, each after the previous, compared
+  normalised (NFKC, curly quotes straight, dashes as "-", markdown ``#``/``*``/``_`` marks out,
+  whitespace collapsed, case folded; failing that with no whitespace at all: a PDF may glue
+  "1.DEFINITIONS"). A line start is preferred to a mention inside a sentence, and the gold page to
+  the rest of the text. A heading that is not found is *not located*: a fault of the gold or of
+  extraction, not of the tree, so it counts in no measure below;
+- **recall**: located headings where an internal node (not the root, not a leaf) starts at the
+  heading (only whitespace or markup between) and carries it as its title;
+- **level agreement**: among matched headings, those whose node's parent is the node matched for
+  the gold parent heading (the nearest heading before it with a smaller level; the root for a top
+  one). A parent heading that was not matched makes its children disagree;
+- **buried**: located headings that lie inside a leaf, not at its start, where no internal node
+  starts: the tree does not see them at all;
+- **invented**: internal nodes (not the root) that start inside a heading's span but at no located
+  heading, as a share of all internal nodes: sections the builder made from body text. Those
+  that start before the first heading (a "Preamble" over the cover page and the parties) are
+  front matter, not inside any heading's span: listed, not counted;
+- **title opened a section**: the document's title line, when the gold names one, must not.
+
+Per format the counts add up (micro-averages) into one markdown table; ``format_details`` lists
+per document what was missed, buried, misplaced and invented.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from fable_benchmarks import BenchInputError
+
+FORMATS = ("pdf", "pdf-bookmarks", "docx", "html", "markdown")
+TARGETS = "recall ≥ 95 %, level agreement ≥ 95 %, buried ≤ 1 %, invented ≤ 5 % of sections"
+ROOT, LEAF = "root", "leaf"
+
+_QUOTES = str.maketrans(
+    {"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'"}
+    | {"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"'}
+    | dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2212", "-")
+)
+# Markup that never makes two headings different: emphasis marks, and the "#" of a markdown
+# heading line (matched by _HEADING_MARKS, so a "#" inside a sentence stays).
+_MARKUP = frozenset("*_`")
+_HEADING_MARKS = re.compile(r"^[ \t]*#{1,6}(?=[ \t])", re.MULTILINE)
+_ONLY_MARKUP = re.compile(r"[\s#*_`]*")
+_TITLE_WORDS = re.compile(r"\w+")
+_LABELS = frozenset(
+    {"article", "section", "clause", "part", "chapter", "schedule", "exhibit", "annex", "appendix"}
+    | {"attachment", "addendum"}
+)
+_ROMAN = re.compile(r"^(?=[ivxl])(x{0,3})(ix|iv|v?i{0,3})$")
+_SIMILAR = 0.8
+
+
+@dataclass(frozen=True)
+class GoldHeading:
+    text: str
+    level: int  # 1 = top
+    page: int = 0  # 1-based page it is on (a PDF's gold); 0 when unknown
+
+
+@dataclass(frozen=True)
+class GoldOutline:
+    title: str  # the document's title line ("" when it has none)
+    headings: tuple[GoldHeading, ...]
+
+
+@dataclass(frozen=True)
+class BuiltNode:
+    kind: str  # root, section, subsection, leaf
+    start: int
+    end: int
+    title: str
+    depth: int
+    parent: int | None  # index of the parent in the node list; None for the root
+
+
+class TreeLike(Protocol):
+    """What ``nodes_from_tree`` reads of a tree (``documents.ingestion.tree.TreeNode``)."""
+
+    kind: str
+    start_char: int
+    end_char: int
+    title: str
+
+    @property
+    def children(self) -> Sequence[TreeLike]: ...
+
+
+def nodes_from_tree(root: TreeLike) -> tuple[BuiltNode, ...]:
+    """The tree in pre-order as plain values, the root first."""
+    nodes: list[BuiltNode] = []
+    stack: list[tuple[TreeLike, int, int | None]] = [(root, 0, None)]
+    while stack:
+        node, depth, parent = stack.pop()
+        nodes.append(BuiltNode(node.kind, node.start_char, node.end_char, node.title, depth, parent))
+        index = len(nodes) - 1
+        stack.extend((child, depth + 1, index) for child in reversed(node.children))
+    return tuple(nodes)
+
+
+# -- Normalised text, with a way back to the original offsets ---------------------------------
+
+
+@dataclass(frozen=True)
+class _Searchable:
+    text: str  # normalised
+    origins: tuple[int, ...]  # origins[i]: offset in the original text of text[i]
+
+
+def _normalised_chars(text: str) -> list[tuple[str, int]]:
+    """(character, original offset) for every character that counts; whitespace as " "."""
+    skipped = {
+        offset for match in _HEADING_MARKS.finditer(text) for offset in range(match.start(), match.end())
+    }
+    chars: list[tuple[str, int]] = []
+    for offset, char in enumerate(text):
+        if offset in skipped:
+            continue
+        for out in unicodedata.normalize("NFKC", char).translate(_QUOTES).lower():
+            if out in _MARKUP:
+                continue
+            chars.append((" " if out.isspace() else out, offset))
+    return chars
+
+
+def _searchable(text: str, *, compact: bool, chars: list[tuple[str, int]] | None = None) -> _Searchable:
+    """Whitespace collapsed to one space (or, ``compact``, left out), trimmed at both ends.
+    ``chars``: ``_normalised_chars(text)``, when already at hand."""
+    kept: list[tuple[str, int]] = []
+    for char, offset in _normalised_chars(text) if chars is None else chars:
+        if char == " " and (compact or not kept or kept[-1][0] == " "):
+            continue
+        kept.append((char, offset))
+    if kept and kept[-1][0] == " ":
+        kept.pop()
+    return _Searchable("".join(char for char, _ in kept), tuple(offset for _, offset in kept))
+
+
+def normalise(text: str) -> str:
+    """How a heading and the text are compared: NFKC, straight quotes, "-" dashes, no markdown
+    marks, whitespace collapsed, lower case."""
+    return _searchable(text, compact=False).text
+
+
+# -- Locating the gold headings ---------------------------------------------------------------
+
+
+def _at_line_start(text: str, offset: int) -> bool:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return _ONLY_MARKUP.fullmatch(text, line_start, offset) is not None
+
+
+def _page_window(page: int, page_spans: Sequence[tuple[int, int, int]], spread: int) -> tuple[int, int]:
+    """Offsets [start, end) of pages ``page - spread`` to ``page + spread``."""
+    inside = [(start, end) for number, start, end in page_spans if abs(number - page) <= spread]
+    if not inside:
+        return 0, 0
+    return min(start for start, _ in inside), max(end for _, end in inside)
+
+
+def locate_headings(
+    text: str, headings: Sequence[GoldHeading], *, page_spans: Sequence[tuple[int, int, int]] = ()
+) -> list[int | None]:
+    """Where each heading starts in ``text`` (its first character that counts), None where it is
+    not found. In order: each is looked for after the one before it.
+
+    ``page_spans``: (page, start, end) of each page; a heading with a page is looked for on that
+    page first, then on the pages around it, then anywhere after the previous one."""
+    chars = _normalised_chars(text)
+    forms = (_searchable(text, compact=False, chars=chars), _searchable(text, compact=True, chars=chars))
+    found: list[int | None] = []
+    cursor = 0  # offset in the original text
+    for heading in headings:
+        needles = (
+            _searchable(heading.text, compact=False).text,
+            _searchable(heading.text, compact=True).text,
+        )
+        windows: list[tuple[int, int]] = []
+        if heading.page and page_spans:
+            windows += [_page_window(heading.page, page_spans, 0), _page_window(heading.page, page_spans, 1)]
+        windows.append((0, len(text)))
+        match = None
+        for (low, high), line_start in ((window, line) for window in windows for line in (True, False)):
+            for form, needle in zip(forms, needles, strict=True):
+                match = _first_match(form, needle, text, max(low, cursor), high, line_start=line_start)
+                if match is not None:
+                    break
+            if match is not None:
+                break
+        found.append(match[0] if match else None)
+        if match:
+            cursor = match[1]
+    return found
+
+
+def _first_match(
+    form: _Searchable, needle: str, text: str, low: int, high: int, *, line_start: bool
+) -> tuple[int, int] | None:
+    """(start, end) in the original text of the first occurrence of ``needle`` that starts in
+    [low, high) (and at a line start when asked)."""
+    if not needle:
+        return None
+    position = bisect.bisect_left(form.origins, low)
+    while True:
+        position = form.text.find(needle, position)
+        if position < 0:
+            return None
+        start = form.origins[position]
+        if start >= high:
+            return None
+        if not line_start or _at_line_start(text, start):
+            return start, form.origins[position + len(needle) - 1] + 1
+        position += 1
+
+
+# -- Titles -----------------------------------------------------------------------------------
+
+
+def _title_words(text: str) -> list[str]:
+    return _TITLE_WORDS.findall(normalise(text.rstrip("\u2026")))
+
+
+def _numbering_length(words: Sequence[str]) -> int:
+    """How many leading words are the heading's number ("article", "iv"; "1", "2"; "exhibit", "a")."""
+    count = 0
+    while count < len(words):
+        word = words[count]
+        label = count == 0 and word in _LABELS
+        after_label = count > 0 and words[count - 1] in _LABELS
+        if not (label or word.isdigit() or _ROMAN.match(word) or (after_label and len(word) == 1)):
+            break
+        count += 1
+    return count
+
+
+def title_matches(title: str, heading: str) -> bool:
+    """A node's title carries the heading: equal once normalised (punctuation aside), or one a
+    prefix of the other that holds at least the heading's number and first title word (all of a
+    heading that is only a number, "EXHIBIT A"), or alike (similarity ≥ 0.8). A title the builder
+    shortened ends in "…", which is left out."""
+    title_words, heading_words = _title_words(title), _title_words(heading)
+    if not title_words or not heading_words:
+        return False
+    if title_words == heading_words:
+        return True
+    shorter, longer = sorted((title_words, heading_words), key=len)
+    needed = min(len(heading_words), _numbering_length(heading_words) + 1)
+    if longer[: len(shorter)] == shorter and len(shorter) >= needed:
+        return True
+    ratio = difflib.SequenceMatcher(None, " ".join(title_words), " ".join(heading_words)).ratio()
+    return ratio >= _SIMILAR
+
+
+# -- Scoring one document ---------------------------------------------------------------------
+
+MATCHED = "matched"
+NOT_LOCATED = "not located"
+BURIED = "buried"
+UNTITLED = "node titled otherwise"  # an internal node starts there, under another title
+LEAF_ONLY = "starts a leaf only"  # no internal node: the heading opens a chunk, not a section
+
+
+@dataclass(frozen=True)
+class HeadingResult:
+    heading: GoldHeading
+    start: int | None  # where it was located
+    status: str  # MATCHED, NOT_LOCATED, BURIED, UNTITLED, LEAF_ONLY
+    node: int | None = None  # the matched node
+    level_agrees: bool | None = None  # matched headings only
+    note: str = ""  # what went wrong, for --details: the title found instead, the parent found
+
+
+@dataclass(frozen=True)
+class UnheadedSection:
+    """A section or subsection that starts at no gold heading."""
+
+    kind: str
+    start: int
+    title: str
+    opening: str  # the first words of its text
+
+
+@dataclass(frozen=True)
+class DocumentScore:
+    name: str
+    format: str
+    headings: tuple[HeadingResult, ...]
+    internal_nodes: int  # sections and subsections
+    invented: tuple[UnheadedSection, ...]
+    front_matter: tuple[UnheadedSection, ...]  # before the first heading: not counted
+    title: str
+    title_opened_section: bool | None  # None: no title, or not found in the text
+    seconds: float = 0.0
+
+    def count(self, status: str) -> int:
+        return sum(1 for result in self.headings if result.status == status)
+
+    @property
+    def located(self) -> int:
+        return len(self.headings) - self.count(NOT_LOCATED)
+
+    @property
+    def level_agreed(self) -> int:
+        return sum(1 for result in self.headings if result.level_agrees)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "format": self.format,
+            "gold": len(self.headings),
+            "located": self.located,
+            "matched": self.count(MATCHED),
+            "level_agreed": self.level_agreed,
+            "buried": self.count(BURIED),
+            "internal_nodes": self.internal_nodes,
+            "invented": len(self.invented),
+            "title_opened_section": self.title_opened_section,
+            "seconds": self.seconds,
+            "headings": [asdict(result) for result in self.headings],
+            "invented_sections": [asdict(section) for section in self.invented],
+            "front_matter_sections": [asdict(section) for section in self.front_matter],
+        }
+
+
+def _content_start(text: str, start: int, end: int) -> int:
+    """Where a node's text starts once leading whitespace and markup are passed."""
+    match = _ONLY_MARKUP.match(text, start, end)
+    return match.end() if match else start
+
+
+def score_document(
+    *,
+    name: str,
+    format: str,
+    text: str,
+    nodes: Sequence[BuiltNode],
+    gold: GoldOutline,
+    page_spans: Sequence[tuple[int, int, int]] = (),
+    seconds: float = 0.0,
+) -> DocumentScore:
+    """Score one document's tree (``nodes`` in pre-order, the root first) against its gold."""
+    internal = [index for index, node in enumerate(nodes) if node.kind not in (ROOT, LEAF)]
+    starts_of = {index: _content_start(text, nodes[index].start, nodes[index].end) for index in internal}
+    internal_at: dict[int, list[int]] = {}
+    for index in internal:
+        internal_at.setdefault(starts_of[index], []).append(index)
+    leaves = [node for node in nodes if node.kind == LEAF]
+    leaf_starts = [node.start for node in leaves]
+
+    located = locate_headings(text, gold.headings, page_spans=page_spans)
+    results: list[HeadingResult] = []
+    for heading, start in zip(gold.headings, located, strict=True):
+        if start is None:
+            results.append(HeadingResult(heading, None, NOT_LOCATED))
+            continue
+        there = internal_at.get(start, [])
+        carrying = [index for index in there if title_matches(nodes[index].title, heading.text)]
+        if carrying:
+            # The shallowest: a first subsection that starts with its section is the builder's
+            # grouping under the heading, not the heading's own node.
+            node = min(carrying, key=lambda index: nodes[index].depth)
+            results.append(HeadingResult(heading, start, MATCHED, node))
+        elif there:
+            note = f"the {nodes[there[0]].kind} there is titled {nodes[there[0]].title!r}"
+            results.append(HeadingResult(heading, start, UNTITLED, note=note))
+        else:
+            leaf = leaves[bisect.bisect_right(leaf_starts, start) - 1] if leaves else None
+            inside = leaf is not None and _content_start(text, leaf.start, leaf.end) < start
+            results.append(HeadingResult(heading, start, BURIED if inside else LEAF_ONLY))
+    results = _with_levels(results, nodes)
+
+    heading_starts = {start for start in located if start is not None}
+    first_heading = min(heading_starts, default=len(text))
+    unheaded = [
+        UnheadedSection(
+            nodes[index].kind,
+            starts_of[index],
+            nodes[index].title,
+            " ".join(text[starts_of[index] : starts_of[index] + 60].split()),
+        )
+        for index in internal
+        if starts_of[index] not in heading_starts
+    ]
+    return DocumentScore(
+        name=name,
+        format=format,
+        headings=tuple(results),
+        internal_nodes=len(internal),
+        invented=tuple(section for section in unheaded if section.start > first_heading),
+        front_matter=tuple(section for section in unheaded if section.start < first_heading),
+        title=gold.title,
+        title_opened_section=_title_opened_section(text, gold.title, located, set(internal_at)),
+        seconds=seconds,
+    )
+
+
+def _with_levels(results: list[HeadingResult], nodes: Sequence[BuiltNode]) -> list[HeadingResult]:
+    """Level agreement of each matched heading: its node hangs under its gold parent's node."""
+    out: list[HeadingResult] = []
+    for position, result in enumerate(results):
+        if result.status != MATCHED or result.node is None:
+            out.append(result)
+            continue
+        parent = next(
+            (
+                earlier
+                for earlier in reversed(results[:position])
+                if earlier.heading.level < result.heading.level
+            ),
+            None,
+        )
+        expected = 0 if parent is None else parent.node  # the root is node 0
+        actual = nodes[result.node].parent
+        agrees = expected is not None and actual == expected
+        wanted = "the root" if parent is None else repr(parent.heading.text)
+        note = "" if agrees else f"hangs under {_node_name(nodes, actual)}, not under {wanted}"
+        out.append(HeadingResult(result.heading, result.start, MATCHED, result.node, agrees, note))
+    return out
+
+
+def _node_name(nodes: Sequence[BuiltNode], index: int | None) -> str:
+    if not index:
+        return "the root"
+    return f"{nodes[index].kind} {nodes[index].title!r}"
+
+
+def _title_opened_section(
+    text: str, title: str, located: Sequence[int | None], internal_starts: set[int]
+) -> bool | None:
+    """Whether an internal node starts at the title line (found before the first heading)."""
+    if not title.strip():
+        return None
+    first_heading = min((start for start in located if start is not None), default=len(text))
+    found = locate_headings(text[:first_heading], [GoldHeading(title, 1)])[0]
+    return None if found is None else found in internal_starts
+
+
+# -- Per format -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FormatRow:
+    format: str
+    documents: int
+    gold: int
+    located: int
+    matched: int
+    level_agreed: int
+    buried: int
+    internal_nodes: int
+    invented: int
+    titles: int  # title lines found
+    titles_as_sections: int
+    seconds: float
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "recall": _share(self.matched, self.located),
+            "level_agreement": _share(self.level_agreed, self.matched),
+            "buried_share": _share(self.buried, self.located),
+            "invented_share": _share(self.invented, self.internal_nodes),
+        }
+
+
+def _share(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+def format_rows(scores: Iterable[DocumentScore]) -> list[FormatRow]:
+    """One row per format (in ``FORMATS`` order) and an "all" row: counts added up."""
+    scores = list(scores)
+    groups = [(name, [score for score in scores if score.format == name]) for name in FORMATS]
+    groups = [(name, group) for name, group in groups if group]
+    if len(groups) > 1:
+        groups.append(("all", scores))
+    return [_row(name, group) for name, group in groups]
+
+
+def _row(name: str, scores: list[DocumentScore]) -> FormatRow:
+    return FormatRow(
+        format=name,
+        documents=len(scores),
+        gold=sum(len(score.headings) for score in scores),
+        located=sum(score.located for score in scores),
+        matched=sum(score.count(MATCHED) for score in scores),
+        level_agreed=sum(score.level_agreed for score in scores),
+        buried=sum(score.count(BURIED) for score in scores),
+        internal_nodes=sum(score.internal_nodes for score in scores),
+        invented=sum(len(score.invented) for score in scores),
+        titles=sum(1 for score in scores if score.title_opened_section is not None),
+        titles_as_sections=sum(1 for score in scores if score.title_opened_section),
+        seconds=round(sum(score.seconds for score in scores), 1),
+    )
+
+
+def _cell(part: int, whole: int) -> str:
+    return f"{part / whole:.1%} ({part}/{whole})" if whole else "–"
+
+
+def format_structure_table(rows: Sequence[FormatRow], *, total_seconds: float) -> str:
+    lines = [
+        "| format | documents | headings located | recall | level agreement | buried | invented "
+        "| title opened a section | seconds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row.format} | {row.documents} | {row.located}/{row.gold} "
+            f"| {_cell(row.matched, row.located)} | {_cell(row.level_agreed, row.matched)} "
+            f"| {_cell(row.buried, row.located)} | {_cell(row.invented, row.internal_nodes)} "
+            f"| {row.titles_as_sections}/{row.titles} | {row.seconds:.1f} |"
+        )
+    lines += [
+        "",
+        f"Targets on the dev set: {TARGETS}. Recall and buried are shares of the headings located "
+        "in the text; level agreement of the matched ones; invented of all sections and subsections.",
+        f"Total time: {total_seconds:.1f} s (extraction and tree building, embedding included).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def format_details(scores: Iterable[DocumentScore]) -> str:
+    """Per document, what went wrong: headings not located, missed, buried or under the wrong
+    parent; invented sections; a title line that opened a section."""
+    out: list[str] = []
+    for score in scores:
+        matched = score.count(MATCHED)
+        out += [
+            "",
+            f"### {score.format}: {score.name}",
+            f"recall {matched}/{score.located}, level {score.level_agreed}/{matched}, "
+            f"buried {score.count(BURIED)}, invented {len(score.invented)}/{score.internal_nodes}, "
+            f"{score.seconds:.1f} s",
+        ]
+        for result in score.headings:
+            label = f"{result.heading.text!r} (level {result.heading.level}"
+            label += f", page {result.heading.page})" if result.heading.page else ")"
+            if result.status == MATCHED and result.level_agrees is False:
+                out.append(f"- wrong level: {label} {result.note}")
+            elif result.status == UNTITLED:
+                out.append(f"- missed: {label}: {result.note}")
+            elif result.status != MATCHED:
+                out.append(f"- {result.status}: {label}")
+        for section in score.invented:
+            out.append(f"- invented {section.kind} {section.title!r} at {section.start}: {section.opening!r}")
+        for section in score.front_matter:
+            out.append(f"- front matter (not counted): {section.kind} {section.title!r}: {section.opening!r}")
+        if score.title_opened_section:
+            out.append(f"- the title line {score.title!r} opened a section")
+    return "\n".join(out) + "\n"
+
+
+# -- The hand-checked gold --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GoldFile:
+    file: str  # the PDF's name in the PDF folder
+    doc_id: Any
+    outline: GoldOutline
+
+
+def read_gold_file(path: Path) -> list[GoldFile]:
+    """A JSON list of {"file", "doc_id", "title", "headings": [{"text", "level", "page"}], ...}."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise BenchInputError(f"{path}: cannot read the gold headings ({error})") from None
+    if not isinstance(entries, list):
+        raise BenchInputError(f"{path}: expected a JSON list of documents")
+    gold = []
+    for number, entry in enumerate(entries, start=1):
+        try:
+            headings = tuple(
+                GoldHeading(str(item["text"]), int(item["level"]), int(item.get("page") or 0))
+                for item in entry["headings"]
+            )
+            gold.append(
+                GoldFile(
+                    str(entry["file"]), entry.get("doc_id"), GoldOutline(entry.get("title") or "", headings)
+                )
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise BenchInputError(
+                f'{path}: document {number} needs "file" and "headings" of {{"text", "level"}} ({error!r})'
+            ) from None
+    return gold
