@@ -20,6 +20,10 @@ a surface would, so what they measure is what a user gets.
   ``load_servers`` (gunicorn + uvicorn workers, a Celery worker ingesting meanwhile).
 - ``extraction``: PDF extraction candidates on real PDFs (``bench-extract``): extraction
   ceiling against the gold references, pages per second, peak memory, each in its own process.
+- ``structure``: how well trees follow real headings (``bench-structure``): the measures;
+  ``structure_run`` runs the documents through extraction and the structural builder,
+  ``structure_documents`` makes Markdown, HTML, Word and bookmarked PDFs with known headings,
+  ``structure_report`` adds the scores up per format.
 - ``report``: the markdown tables and the JSON file the five write.
 - ``plot``: recall against token budget as an SVG chart, from bench-retrieval's report.
 - ``cli``: the subcommands; ``command``: the command that runs them (``__main__``).

@@ -585,7 +585,7 @@ def _handle_bench_broker(options: dict[str, Any]) -> str:
 
 def _handle_bench_structure(options: dict[str, Any]) -> str:
     from fable_benchmarks.report import write_json
-    from fable_benchmarks.structure import format_details, format_rows, format_structure_table
+    from fable_benchmarks.structure_report import format_details, format_rows, format_structure_table
     from fable_benchmarks.structure_run import (
         DEFAULT_CUAD_GOLD,
         bench_structure,

@@ -1,6 +1,6 @@
 """How well a document's tree follows its real headings (pure, no Django): the measures of
 ``python -m fable_benchmarks bench-structure`` (``structure_run`` runs the documents through the
-product; this module only scores and reports).
+product, ``structure_report`` adds the scores up per format and prints them; this module scores).
 
 Given the extracted text, the built tree (``BuiltNode``: kind, span, title, depth, parent) and the
 gold headings (text, level), per document:
@@ -24,26 +24,20 @@ gold headings (text, level), per document:
   front matter, not inside any heading's span: listed, not counted;
 - **title opened a section**: the document's title line, when the gold names one, must not.
 
-Per format the counts add up (micro-averages) into one markdown table; ``format_details`` lists
-per document what was missed, buried, misplaced and invented.
+Per format the counts add up (micro-averages): ``structure_report``.
 """
 
 from __future__ import annotations
 
 import bisect
 import difflib
-import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
-from fable_benchmarks import BenchInputError
-
 FORMATS = ("pdf", "pdf-bookmarks", "docx", "html", "markdown")
-TARGETS = "recall ≥ 95 %, level agreement ≥ 95 %, buried ≤ 1 %, invented ≤ 5 % of sections"
 ROOT, LEAF = "root", "leaf"
 
 _QUOTES = str.maketrans(
@@ -447,156 +441,3 @@ def _title_opened_section(
     first_heading = min((start for start in located if start is not None), default=len(text))
     found = locate_headings(text[:first_heading], [GoldHeading(title, 1)])[0]
     return None if found is None else found in internal_starts
-
-
-# -- Per format -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FormatRow:
-    format: str
-    documents: int
-    gold: int
-    located: int
-    matched: int
-    level_agreed: int
-    buried: int
-    internal_nodes: int
-    invented: int
-    titles: int  # title lines found
-    titles_as_sections: int
-    seconds: float
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            **asdict(self),
-            "recall": _share(self.matched, self.located),
-            "level_agreement": _share(self.level_agreed, self.matched),
-            "buried_share": _share(self.buried, self.located),
-            "invented_share": _share(self.invented, self.internal_nodes),
-        }
-
-
-def _share(part: int, whole: int) -> float | None:
-    return round(part / whole, 4) if whole else None
-
-
-def format_rows(scores: Iterable[DocumentScore]) -> list[FormatRow]:
-    """One row per format (in ``FORMATS`` order) and an "all" row: counts added up."""
-    scores = list(scores)
-    groups = [(name, [score for score in scores if score.format == name]) for name in FORMATS]
-    groups = [(name, group) for name, group in groups if group]
-    if len(groups) > 1:
-        groups.append(("all", scores))
-    return [_row(name, group) for name, group in groups]
-
-
-def _row(name: str, scores: list[DocumentScore]) -> FormatRow:
-    return FormatRow(
-        format=name,
-        documents=len(scores),
-        gold=sum(len(score.headings) for score in scores),
-        located=sum(score.located for score in scores),
-        matched=sum(score.count(MATCHED) for score in scores),
-        level_agreed=sum(score.level_agreed for score in scores),
-        buried=sum(score.count(BURIED) for score in scores),
-        internal_nodes=sum(score.internal_nodes for score in scores),
-        invented=sum(len(score.invented) for score in scores),
-        titles=sum(1 for score in scores if score.title_opened_section is not None),
-        titles_as_sections=sum(1 for score in scores if score.title_opened_section),
-        seconds=round(sum(score.seconds for score in scores), 1),
-    )
-
-
-def _cell(part: int, whole: int) -> str:
-    return f"{part / whole:.1%} ({part}/{whole})" if whole else "–"
-
-
-def format_structure_table(rows: Sequence[FormatRow], *, total_seconds: float) -> str:
-    lines = [
-        "| format | documents | headings located | recall | level agreement | buried | invented "
-        "| title opened a section | seconds |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for row in rows:
-        lines.append(
-            f"| {row.format} | {row.documents} | {row.located}/{row.gold} "
-            f"| {_cell(row.matched, row.located)} | {_cell(row.level_agreed, row.matched)} "
-            f"| {_cell(row.buried, row.located)} | {_cell(row.invented, row.internal_nodes)} "
-            f"| {row.titles_as_sections}/{row.titles} | {row.seconds:.1f} |"
-        )
-    lines += [
-        "",
-        f"Targets on the dev set: {TARGETS}. Recall and buried are shares of the headings located "
-        "in the text; level agreement of the matched ones; invented of all sections and subsections.",
-        f"Total time: {total_seconds:.1f} s (extraction and tree building, embedding included).",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def format_details(scores: Iterable[DocumentScore]) -> str:
-    """Per document, what went wrong: headings not located, missed, buried or under the wrong
-    parent; invented sections; a title line that opened a section."""
-    out: list[str] = []
-    for score in scores:
-        matched = score.count(MATCHED)
-        out += [
-            "",
-            f"### {score.format}: {score.name}",
-            f"recall {matched}/{score.located}, level {score.level_agreed}/{matched}, "
-            f"buried {score.count(BURIED)}, invented {len(score.invented)}/{score.internal_nodes}, "
-            f"{score.seconds:.1f} s",
-        ]
-        for result in score.headings:
-            label = f"{result.heading.text!r} (level {result.heading.level}"
-            label += f", page {result.heading.page})" if result.heading.page else ")"
-            if result.status == MATCHED and result.level_agrees is False:
-                out.append(f"- wrong level: {label} {result.note}")
-            elif result.status == UNTITLED:
-                out.append(f"- missed: {label}: {result.note}")
-            elif result.status != MATCHED:
-                out.append(f"- {result.status}: {label}")
-        for section in score.invented:
-            out.append(f"- invented {section.kind} {section.title!r} at {section.start}: {section.opening!r}")
-        for section in score.front_matter:
-            out.append(f"- front matter (not counted): {section.kind} {section.title!r}: {section.opening!r}")
-        if score.title_opened_section:
-            out.append(f"- the title line {score.title!r} opened a section")
-    return "\n".join(out) + "\n"
-
-
-# -- The hand-checked gold --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GoldFile:
-    file: str  # the PDF's name in the PDF folder
-    doc_id: Any
-    outline: GoldOutline
-
-
-def read_gold_file(path: Path) -> list[GoldFile]:
-    """A JSON list of {"file", "doc_id", "title", "headings": [{"text", "level", "page"}], ...}."""
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise BenchInputError(f"{path}: cannot read the gold headings ({error})") from None
-    if not isinstance(entries, list):
-        raise BenchInputError(f"{path}: expected a JSON list of documents")
-    gold = []
-    for number, entry in enumerate(entries, start=1):
-        try:
-            headings = tuple(
-                GoldHeading(str(item["text"]), int(item["level"]), int(item.get("page") or 0))
-                for item in entry["headings"]
-            )
-            gold.append(
-                GoldFile(
-                    str(entry["file"]), entry.get("doc_id"), GoldOutline(entry.get("title") or "", headings)
-                )
-            )
-        except (KeyError, TypeError, ValueError) as error:
-            raise BenchInputError(
-                f'{path}: document {number} needs "file" and "headings" of {{"text", "level"}} ({error!r})'
-            ) from None
-    return gold

@@ -8,12 +8,13 @@ Markdown, HTML and Word files with their headings known, and PDFs whose own book
 gold, read with the outline ignored (``extract(..., use_outline=False)``) so the builder finds the
 headings from the page alone. Extraction and building are what ingestion runs
 (``documents.services.jobs.document_index``): the same ``extract``, the configured embedder behind
-the same memo, the same token counter.
+the same memo, the same token counter. ``read_gold_file`` reads the hand-checked headings.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -25,9 +26,9 @@ from fable_benchmarks.structure import (
     FORMATS,
     MATCHED,
     DocumentScore,
+    GoldHeading,
     GoldOutline,
     nodes_from_tree,
-    read_gold_file,
     score_document,
 )
 
@@ -160,3 +161,40 @@ def score_case(case: StructureCase, *, embed: Callable[[Sequence[str]], Any]) ->
         page_spans=[(span.page, span.start, span.end) for span in extracted.page_spans],
         seconds=round(seconds, 2),
     )
+
+
+# -- The hand-checked gold --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GoldFile:
+    file: str  # the PDF's name in the PDF folder
+    doc_id: Any
+    outline: GoldOutline
+
+
+def read_gold_file(path: Path) -> list[GoldFile]:
+    """A JSON list of {"file", "doc_id", "title", "headings": [{"text", "level", "page"}], ...}."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise BenchInputError(f"{path}: cannot read the gold headings ({error})") from None
+    if not isinstance(entries, list):
+        raise BenchInputError(f"{path}: expected a JSON list of documents")
+    gold = []
+    for number, entry in enumerate(entries, start=1):
+        try:
+            headings = tuple(
+                GoldHeading(str(item["text"]), int(item["level"]), int(item.get("page") or 0))
+                for item in entry["headings"]
+            )
+            gold.append(
+                GoldFile(
+                    str(entry["file"]), entry.get("doc_id"), GoldOutline(entry.get("title") or "", headings)
+                )
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise BenchInputError(
+                f'{path}: document {number} needs "file" and "headings" of {{"text", "level"}} ({error!r})'
+            ) from None
+    return gold

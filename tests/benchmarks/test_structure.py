@@ -25,16 +25,13 @@ from fable_benchmarks.structure import (
     DocumentScore,
     GoldHeading,
     GoldOutline,
-    format_details,
-    format_rows,
-    format_structure_table,
     locate_headings,
     nodes_from_tree,
-    read_gold_file,
     score_document,
     title_matches,
 )
-from fable_benchmarks.structure_run import StructureCase, select_cases
+from fable_benchmarks.structure_report import format_details, format_rows, format_structure_table
+from fable_benchmarks.structure_run import StructureCase, read_gold_file, select_cases
 from tests.benchmarks import run_bench
 from tests.documents.ingestion import document_files as files
 
