@@ -145,6 +145,8 @@ class JobSerializer(serializers.ModelSerializer):
             "fallback_reason",
             "error",
             "timings",
+            "document_tokens",
+            "embedded_tokens",
             "created",
             "started",
             "finished",

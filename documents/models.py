@@ -503,6 +503,12 @@ class IngestionJob(models.Model):
     )
     error = models.TextField(blank=True)
     timings = models.JSONField(default=dict, blank=True, help_text="seconds per stage")
+    # What the run cost the embedding model, against the size of the document: each passage
+    # embedded once is about 1x; the internal nodes' texts and re-cut passages add to it.
+    document_tokens = models.PositiveIntegerField(default=0, help_text="tokens of the document's text")
+    embedded_tokens = models.PositiveIntegerField(
+        default=0, help_text="tokens this run sent to the embedding model"
+    )
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     heartbeat = models.DateTimeField(

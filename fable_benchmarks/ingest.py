@@ -44,6 +44,8 @@ class IndexedDocument:
     created: bool  # False: the same text was already in the collection (nothing was run)
     error: Exception | None = None
     timings: dict[str, float] | None = None  # the job's seconds per stage, when it ran
+    document_tokens: int = 0  # the job's count of the document's tokens
+    embedded_tokens: int = 0  # and of the tokens it sent to the embedding model
 
 
 def index_dataset_document(
@@ -69,7 +71,14 @@ def index_dataset_document(
     if run is None:  # nothing to run: cannot happen for a document made just now
         return IndexedDocument(document=created.document, created=True, error=LookupError("no job"))
     timings = {stage: float(run.job.timings.get(stage, 0.0)) for stage in STAGES}
-    return IndexedDocument(document=created.document, created=True, error=run.error, timings=timings)
+    return IndexedDocument(
+        document=created.document,
+        created=True,
+        error=run.error,
+        timings=timings,
+        document_tokens=run.job.document_tokens,
+        embedded_tokens=run.job.embedded_tokens,
+    )
 
 
 @dataclass
@@ -86,6 +95,8 @@ class IngestBenchRow:
     save_s: float
     baseline_embed_s: float
     peak_rss_mb: float
+    document_tokens: int = 0
+    embedded_tokens: int = 0
 
     @property
     def docs_per_minute(self) -> float:
@@ -103,9 +114,14 @@ class IngestBenchRow:
     def overhead(self) -> float:
         return self.pipeline_s / self.baseline_embed_s if self.baseline_embed_s else 0.0
 
+    @property
+    def embedded_per_document_token(self) -> float:
+        return self.embedded_tokens / self.document_tokens if self.document_tokens else 0.0
+
     def derived(self) -> dict[str, float]:
         """The rates, rounded as the table and the JSON show them."""
         return {
+            "embedded_per_document_token": round(self.embedded_per_document_token, 2),
             "docs_per_minute": round(self.docs_per_minute, 1),
             "nodes_per_second": round(self.nodes_per_second, 1),
             "embed_share": round(self.embed_share, 3),
@@ -130,7 +146,7 @@ def bench_ingest(
     collection = collection_create(name=f"bench {path.stem} {uuid.uuid4().hex[:6]}")
     embedder = get_embedder()
     embedder.embed_passages(["warm up the model"])  # load time is not ingestion time
-    documents = failed = nodes = pages = 0
+    documents = failed = nodes = pages = document_tokens = embedded_tokens = 0
     stage_totals = dict.fromkeys(STAGES, 0.0)
     pipeline_s = baseline_s = 0.0
     try:
@@ -147,6 +163,8 @@ def bench_ingest(
                 say(f"FAILED {item.doc_id}: {indexed.error}")
             for stage, seconds in (indexed.timings or {}).items():
                 stage_totals[stage] += seconds
+            document_tokens += indexed.document_tokens
+            embedded_tokens += indexed.embedded_tokens
             # The baseline right after its document: a change of machine load during a long run
             # then weighs on both sides alike instead of on whichever ran later.
             pages += page_count(indexed.document)
@@ -173,6 +191,8 @@ def bench_ingest(
         save_s=round(stage_totals["save"], 2),
         baseline_embed_s=round(baseline_s, 2),
         peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        document_tokens=document_tokens,
+        embedded_tokens=embedded_tokens,
     )
 
 

@@ -47,7 +47,8 @@ def budget_label(budget: int) -> str:
 INGEST_HEADER = (
     "dataset", "docs", "failed", "nodes", "pipeline s", "docs/min", "nodes/s", "pages", "extract s",
     "build s", "embed s",
-    "save s", "embed share", "bare embedding s", "pipeline / bare", "peak RSS MB",
+    "save s", "embed share", "bare embedding s", "pipeline / bare", "document tokens",
+    "tokens embedded", "embedded / document", "peak RSS MB",
 )  # fmt: skip
 
 
@@ -60,7 +61,9 @@ def format_ingest(rows: Sequence[IngestBenchRow]) -> str:
             f"{derived['docs_per_minute']:.1f}", f"{derived['nodes_per_second']:.1f}", str(row.pages or "–"),
             f"{row.extract_s:.1f}", f"{row.build_s:.1f}",
             f"{row.embed_s:.1f}", f"{row.save_s:.1f}", f"{derived['embed_share']:.0%}",
-            f"{row.baseline_embed_s:.1f}", f"{derived['overhead']:.2f}x", f"{row.peak_rss_mb:.0f}",
+            f"{row.baseline_embed_s:.1f}", f"{derived['overhead']:.2f}x", f"{row.document_tokens:,}",
+            f"{row.embedded_tokens:,}", f"{derived['embedded_per_document_token']:.2f}x",
+            f"{row.peak_rss_mb:.0f}",
         ])  # fmt: skip
     return "\n".join(markdown_table(INGEST_HEADER, lines))
 

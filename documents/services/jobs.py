@@ -269,7 +269,11 @@ def document_index(
             extracted=extracted,
         )
     timings["save"] = round(time.perf_counter() - started, 3)
-    IngestionJob.objects.filter(pk=job.pk).update(timings={**job.timings, **timings})
+    IngestionJob.objects.filter(pk=job.pk).update(
+        timings={**job.timings, **timings},
+        document_tokens=count_tokens(text),
+        embedded_tokens=embedder.tokens_sent,
+    )
 
 
 @contextmanager
@@ -317,10 +321,12 @@ class MemoEmbedder:
         self.model_name = inner.model_name
         self.dimensions = inner.dimensions
         self.memo: dict[str, np.ndarray] = {}
+        self.tokens_sent = 0  # what the model was handed, in the app's token count
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         missing = list(dict.fromkeys(text for text in texts if text not in self.memo))
         if missing:
+            self.tokens_sent += sum(count_tokens(text) for text in missing)
             vectors = check_vectors(
                 self.inner.embed_passages(missing),
                 count=len(missing),

@@ -17,6 +17,7 @@ from documents.services.jobs import MemoEmbedder, document_index, job_claim
 from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
 from openfable.celery import app as celery_app
 from openfable.embeddings import Embedder, RemoteEmbedder, get_embedder
+from openfable.tokens import count_tokens
 from tests.factories import CollectionFactory
 
 TEXT = (
@@ -133,6 +134,10 @@ def test_a_leaf_that_is_a_whole_paragraph_goes_through_the_model_once_and_keeps_
     assert len(whole) >= 2
     assert not any(leaf.content in pipeline_texts for leaf in whole)
     assert len(pipeline_texts) == len(nodes) - len(whole)
+    # The job says what the model was handed, against the document's own size.
+    job.refresh_from_db()
+    assert job.document_tokens == count_tokens(PARAGRAPHS)
+    assert job.embedded_tokens == sum(count_tokens(text) for text in builder_texts + pipeline_texts)
 
     # A reused vector is the vector a fresh embedding of the leaf's text gives.
     fresh = get_embedder().embed_passages([leaf.content for leaf in leaves])
@@ -147,6 +152,7 @@ def test_memo_embedder_embeds_each_distinct_text_once_in_order() -> None:
     second = memo.embed_passages(["gamma", "delta", "alpha beta"])
     # Three of the six texts asked for went through the model; the other three came from the memo.
     assert recorder.calls == [["alpha beta", "gamma"], ["delta"]]
+    assert memo.tokens_sent == sum(count_tokens(text) for text in ("alpha beta", "gamma", "delta"))
     fresh = get_embedder().embed_passages(["alpha beta", "gamma", "delta"])
     assert np.allclose(first, fresh[[0, 1, 0]], atol=1e-5) and np.allclose(
         second, fresh[[1, 2, 0]], atol=1e-5
