@@ -16,7 +16,7 @@ var/, started if needed, or ``OPENFABLE_DATABASE_URL``):
 3. The servers (``fable_benchmarks.load_servers``), as docker-compose.yml runs them: gunicorn with ``--web-workers`` uvicorn workers
    (2 by default) and a Celery worker (concurrency 2), on a free local port. Debug off; plain HTTP
    (``OPENFABLE_HTTPS=false``: no redirect, no secure cookies, as on a private network). They get a
-   private data folder, so their Celery queue (the filesystem broker) is theirs alone; the API rate
+   private data folder, so their Celery queue (the embedded broker) is theirs alone; the API rate
    limit is lifted for the throw-away user only (``OPENFABLE_API_THROTTLE_RATES``: every simulated
    program shares its one token). Ready when ``/v1/api/health`` answers 200; a few unrecorded
    queries then load the embedding model in each web worker.

@@ -1,7 +1,7 @@
 """What start-up needs from the disk, said in one sentence when the disk cannot give it.
 
 The data folder (OPENFABLE_DATA_DIR) holds the local secret key, the collected static files, the
-filesystem broker and the embedded PostgreSQL cluster. A read-only, full or foreign folder used to
+embedded broker and the embedded PostgreSQL cluster. A read-only, full or foreign folder used to
 end start-up with a traceback from wherever it was touched first. Here each such failure becomes a
 ``StartupError`` naming what is wrong and where, and the settings end the process with it
 (``exit_on_startup_error``): the message on stderr, exit status 1, for ``manage.py``, ``make

@@ -110,8 +110,8 @@ def jobs_requeue_orphans(*, hostname: str, alive: Callable[[int], bool]) -> list
     """Put back in the queue the running jobs of this host whose process is gone; their documents' ids.
 
     Called when a worker starts: a worker killed as a whole (SIGKILL, out of memory) takes its
-    task with it under the filesystem broker, and leaves it unacknowledged for an hour under
-    Redis. A job claimed by a process of this host that no longer exists is such a job: it is
+    task with it under the filesystem broker, and leaves it unacknowledged under Redis until the
+    visibility timeout (OPENFABLE_BROKER_VISIBILITY_SECONDS). A job claimed by a process of this host that no longer exists is such a job: it is
     queued again and its task sent anew, so it is redelivered at once instead of "indexing"
     forever. The previous tree served queries all along (the swap happens at the very end).
     """
