@@ -1,10 +1,11 @@
 """`make run` boots the whole stack on a fresh data folder, serves pages, static files and the MCP
 endpoint (uvicorn serving the ASGI app), starts a part that died again (the worker, the embedded
-database), and stops cleanly."""
+database, the embedded broker), and stops cleanly."""
 
 from __future__ import annotations
 
 import http.cookiejar
+import json
 import os
 import queue
 import re
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from openfable import embedded_broker
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -169,6 +171,20 @@ def test_make_run_serves_the_home_page_and_admin_then_stops(tmp_path: Path) -> N
         assert _home_status(opener, base_url) == 200, (
             "a query answers again, without restarting the web server"
         )
+
+        # The embedded broker killed outright is started again, from its append-only file; the
+        # worker and the web server reconnect by themselves (the health check pings the worker
+        # through it).
+        broker_pid = next(
+            int(line.split("pid ")[1].split(",")[0]) for line in lines if "Started the broker" in line
+        )
+        os.kill(broker_pid, signal.SIGKILL)
+        again = printed.wait_for("Started the broker", timeout=60)
+        assert any("The broker exited with status -9; starting it again." in line for line in again), again
+        deadline = time.monotonic() + 60
+        while not _broker_and_worker_answer(base_url) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert _broker_and_worker_answer(base_url), "the worker answers through the new broker"
     finally:
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         process.wait(timeout=90)
@@ -177,3 +193,18 @@ def test_make_run_serves_the_home_page_and_admin_then_stops(tmp_path: Path) -> N
     assert process.returncode in (0, -signal.SIGINT), output
     assert "OpenFable stopped." in output
     assert not (data_dir / "postgres" / "postmaster.pid").exists(), "the embedded database was stopped"
+    assert not embedded_broker.answers(embedded_broker.broker_dir(data_dir)), "the broker was stopped"
+    assert (embedded_broker.broker_dir(data_dir) / "appendonly.aof").exists(), "its queue is on disk"
+
+
+def _broker_and_worker_answer(base_url: str) -> bool:
+    """The health check finds the broker and a worker answering (the rest may still warm up)."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/v1/api/health", timeout=30) as response:
+            body = response.read()
+    except urllib.error.HTTPError as error:
+        body = error.read()
+    except OSError:
+        return False
+    checks = json.loads(body)["checks"]
+    return bool(checks["broker"]["ok"] and checks["worker"]["ok"])
