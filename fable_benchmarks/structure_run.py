@@ -13,7 +13,6 @@ the same memo, the same token counter. ``read_gold_file`` reads the hand-checked
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -143,14 +142,14 @@ def score_case(case: StructureCase, *, embed: Callable[[Sequence[str]], Any]) ->
         )
     except ExtractionError as error:
         raise BenchInputError(f"{case.name}: {error.message}") from None
-    options: dict[str, Any] = {}
-    if "font_heading_starts" in inspect.signature(build_structural_tree).parameters:
-        # Ingestion hands the builder the heading lines extraction guessed from a PDF's fonts
-        # (documents.services.extracting) wherever the builder takes them.
-        options["font_heading_starts"] = frozenset(
-            hint.start for hint in extracted.headings if hint.source == "font"
-        )
-    tree = build_structural_tree(extracted.text, embed=embed, count_tokens=count_tokens, **options)
+    tree = build_structural_tree(
+        extracted.text,
+        embed=embed,
+        count_tokens=count_tokens,
+        # As ingestion does (documents.services.extracting): the heading lines extraction guessed
+        # from a PDF's fonts, whose levels the builder settles by their numbering.
+        font_heading_starts=frozenset(hint.start for hint in extracted.headings if hint.source == "font"),
+    )
     seconds = time.perf_counter() - started
     return score_document(
         name=case.name,
