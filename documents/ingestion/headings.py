@@ -30,6 +30,7 @@ _APPENDIX_RANK = 5.0  # an exhibit closes the last numbered section of the body
 _BOLD_RANK = 50.0
 _LABEL_RANK = 60.0
 _FILING_LABEL = re.compile(r"(?i)(?:exhibit|ex-?)\s*[\d.()a-z-]{1,12}")
+_CAPITALS_LINE = re.compile(r"[A-Z][A-Z &,'\u2019/-]*[A-Z][:.]?")
 _FONT_RANK = 0.0  # set by _rank_font_headings once the numbering is known
 
 
@@ -45,7 +46,8 @@ def detect_headings(
     and an unnumbered one ("RECITALS", "BACKGROUND") stands beside the top numbered level.
     """
     line_headings, claimed, labels = _line_headings(text, font_heading_starts)
-    numbered = validated_numbering(text, numbered_candidates(text, claimed))
+    appendix_starts = [heading.start for heading in line_headings if heading.family == "appendix"]
+    numbered = validated_numbering(text, numbered_candidates(text, claimed), restarts=appendix_starts)
     _rank_font_headings(line_headings, numbered)
     headings = sorted(line_headings + numbered, key=lambda heading: heading.start)
     title_headings, headings = _split_document_title(text, _dedupe(headings))
@@ -74,7 +76,11 @@ def _line_headings(
             # A bold sentence ("THIS AGREEMENT dated for reference the 5th day of ...") is
             # emphasis; a heading reads like a title.
             inner = atx.group(2).strip(" *_")
-            if not NUMBERED.match(inner) and is_titleish(inner, max_words=14):
+            appendix = _appendix_title(line, content_start)
+            if appendix:  # "SCHEDULE 1 SPONSORSHIP RIGHTS" in bold: numbers its clauses anew
+                appendices.append(Heading(content_start, end, _APPENDIX_RANK, appendix, family="appendix"))
+                claimed.add(content_start)
+            elif not NUMBERED.match(inner) and is_titleish(inner, max_words=14):
                 found.append(
                     Heading(content_start, end, _FONT_RANK, clean_title(atx.group(2)), family="font")
                 )
@@ -108,6 +114,10 @@ def _line_headings(
             appendices.append(Heading(content_start, end, _APPENDIX_RANK, appendix, family="appendix"))
             claimed.add(content_start)
             continue
+        if _is_capitals_heading(text, start, end, next_line):
+            found.append(Heading(content_start, end, _FONT_RANK, clean_title(line), family="caps"))
+            claimed.add(content_start)
+            continue
         label = _LABEL_LINE.match(line)
         if label and next_line.strip() and is_titleish(label.group("inner"), max_words=8):
             labels.append(
@@ -115,9 +125,32 @@ def _line_headings(
             )
     # A lone bold line is emphasis, not structure; "Label:" lines (forms, medical records) are
     # the last resort, because contracts are full of "ADDRESS:" and "By:" lines.
+    # "EXECUTION COPY" atop every page is a running header, not a part of the document.
+    found = [heading for heading in found if heading.family != "caps"] + _drop_repeated(
+        [heading for heading in found if heading.family == "caps"]
+    )
     found += bold if len(bold) >= 2 else []
     found += drop_tables_of_contents(_drop_repeated(appendices))
     return found, claimed, labels
+
+
+def _is_capitals_heading(text: str, start: int, end: int, next_line: str) -> bool:
+    """ "RECITALS", "PRELIMINARY STATEMENT", "TERMS AND CONDITIONS": a short line in capitals,
+    set apart by a blank line above it, with text under it; not a party's name over a signature
+    ("ACME CORPORATION" above "By: ____")."""
+    line = text[start:end].strip()
+    words = line.rstrip(":.").split()
+    if not (1 <= len(words) <= 6) or not _CAPITALS_LINE.fullmatch(line) or words[0] in _APPENDIX_WORDS:
+        return False  # an attachment's title is read as one (see _appendix_title), or not at all
+    if line.rstrip(":.") in ("CONTENTS", "TABLE OF CONTENTS"):
+        return False  # the contents list's own label (its lines are dropped as contents)
+    previous = text[:start].rstrip().rsplit("\n", 1)[-1].strip()
+    if previous and len(previous.split()) <= 2 and NUMBERED.match(f"{previous} "):
+        return False  # "ARTICLE I" / "INTERPRETATION": the title of the number above it
+    blank_above = start == 0 or text[max(0, start - 2) : start] == "\n\n"
+    following = next_line.strip()
+    signature = following.startswith(("By", "_", "Name", "Title", "/s/")) or "__" in following
+    return blank_above and bool(following) and not signature and not NUMBERED.match(f"{line} ")
 
 
 def _rank_font_headings(line_headings: list[Heading], numbered: list[Heading]) -> None:
@@ -126,7 +159,7 @@ def _rank_font_headings(line_headings: list[Heading], numbered: list[Heading]) -
     rank of a first-level markdown heading."""
     top = min((heading.rank for heading in numbered), default=_MARKDOWN_RANK + 1)
     for heading in line_headings:
-        if heading.family == "font":
+        if heading.family in ("font", "caps"):
             heading.rank = top
 
 
@@ -172,12 +205,15 @@ def _merge_empty_headings(text: str, headings: list[Heading]) -> list[Heading]:
     An empty heading before a sibling joins it ("Physical Examination:" + "General Condition:"
     keeps the outer title; a title block of bold lines becomes one heading); an empty heading
     before a higher-ranked one is not structure at all, and its line joins the text before it.
+    A part's own heading line in a contract ("AGREEMENT" right before "1. Definitions") is a part
+    of its own, however empty: joined, it would bury the next heading.
     """
     kept: list[Heading] = []
     for heading in reversed(headings):
         following = kept[-1] if kept else None
         body = text[heading.title_end : following.start if following else len(text)]
-        if following is None or following.rank > heading.rank or re.search(r"\w", body):
+        standing = heading.family in ("font", "caps") and following is not None and bool(following.title)
+        if following is None or following.rank > heading.rank or re.search(r"\w", body) or standing:
             kept.append(heading)
         elif following.rank == heading.rank:
             following.start = heading.start
@@ -197,17 +233,23 @@ def _split_document_title(text: str, headings: list[Heading]) -> tuple[list[Head
         before = text[cursor : first.start]
         # Above a PDF's title may stand the filing's label ("Exhibit 10.1", "EX-99.4"): one
         # short line, no text of the document's own.
-        filing_label = first.family == "font" and cursor == 0 and _FILING_LABEL.fullmatch(before.strip())
-        if first.family not in ("", "bold", "font") or (re.search(r"\w", before) and not filing_label):
+        filing_label = (
+            first.family in ("font", "caps") and cursor == 0 and _FILING_LABEL.fullmatch(before.strip())
+        )
+        if first.family not in ("", "bold", "font", "caps") or (
+            re.search(r"\w", before) and not filing_label
+        ):
             break
         empty_body = bool(rest) and not re.search(r"\w", text[first.title_end : rest[0].start])
         # A PDF's first line in a larger or bold font, before any text, is the title of the
         # document ("STRATEGIC ALLIANCE AGREEMENT"), never its first section.
-        unique_top = first.family == "font" or all(heading.rank > first.rank for heading in rest)
+        unique_top = first.family in ("font", "caps") or all(heading.rank > first.rank for heading in rest)
         if not (unique_top or (empty_body and all(heading.rank >= first.rank for heading in rest))):
             break
         titles.append(first)
         headings, cursor = rest, first.title_end
-        if not empty_body or first.family == "font":
+        if first.family in ("font", "caps") and _FILING_LABEL.fullmatch(first.title):
+            continue  # "Exhibit 10.14" in bold above the title: the title is the next line
+        if not empty_body or first.family in ("font", "caps"):
             break  # the font says which line is the title; the lines below it are the preamble
     return titles, headings

@@ -8,7 +8,9 @@ subclause ("2. SUPPLY 2.1 Purchase") ends there, and the subclause is a heading 
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Sequence
 
 from documents.ingestion.heading_titles import Heading, clean_title, is_titleish, word_set
 
@@ -21,6 +23,7 @@ NUMBERED = re.compile(
     r"|(?P<multi>\d{1,2}(?:\.\d{1,3}){1,3})\.?(?=\s)"
     r"|(?P<one>\d{1,2})[.)](?=\s|[A-Z]{2})"  # "1.DEFINITIONS" lost its space in extraction
     r"|(?P<roman>[IVXL]{1,6})\.(?=\s)"
+    r"|\((?P<letter>[a-zA-Z])\)(?=[ \t\u00a0])"  # "(a) Fee.": a titled sub-clause, at a line start
 )
 _BEFORE_INLINE = frozenset('.:;!?)"\u201d]')
 # Longest line read whole as a numbered heading's title (see _numbered_title).
@@ -45,6 +48,8 @@ _CLAUSE_VERBS = word_set(
 _ROMAN_RANK = 11.0
 # PART > CHAPTER > ARTICLE > "IV." > "4." > "4.1" > "4.1.2" (numbers rank by their depth).
 _KEYWORD_RANKS = {"part": 8.0, "chapter": 9.0, "article": 10.0, "roman": _ROMAN_RANK}
+# "(a)" sits below every dotted number ("4.1.2.3" ranks 15): under "ARTICLE 4", "4." or "4.1".
+_LETTER_RANK = 16.0
 # A table of contents repeats the headings close together; the real ones come later.
 _TOC_GAP_CHARS = 80
 _LOWERCASE_WORD = re.compile(r"\b[a-z]{2,}\b")
@@ -61,8 +66,8 @@ def numbered_candidates(text: str, claimed: set[int]) -> list[Heading]:
         placed = line_start is not None or _after_sentence(text, match.start())
         if not (placed or _opens_first_subclause(text, match, candidates[-1] if candidates else None)):
             continue
-        if match.group("roman") and line_start is None:
-            continue  # "... by I. Ward": bare roman numerals only count at the start of a line
+        if (match.group("roman") or match.group("letter")) and line_start is None:
+            continue  # "... by I. Ward", "as set out in (b) above": only at the start of a line
         candidate = _numbered_heading(text, match, line_start is not None)
         if candidate is not None:
             candidate.first_subclause = not placed
@@ -137,8 +142,14 @@ def _numbered_heading(text: str, match: re.Match[str], line_start: bool) -> Head
         text, after, keyword=bool(match.group("kw")), line_start=line_start, number=number
     )
     marker = match.group() if match.group("one") or match.group("roman") else match.group().rstrip(".")
+    if not title and match.group("kw") and line_start and not text[match.end() : after].strip(" .:"):
+        line_end = _LINE_END.search(text, after)
+        if line_end is not None and after == line_end.start():
+            title = " "  # "Article 27" alone on its line: a heading that names itself
+    if family == "letter" and title and not _run_in_title_ends(text, title_end):
+        title = ""  # "(a) Schedule A - Products;": an item of a list, not a titled sub-clause
     full_title = f"{marker} {title}".strip() if title else ""
-    rank = _KEYWORD_RANKS.get(family, _ROMAN_RANK + len(path))
+    rank = _LETTER_RANK if family == "letter" else _KEYWORD_RANKS.get(family, _ROMAN_RANK + len(path))
     return Heading(
         match.start(),
         max(title_end, match.end()),
@@ -151,6 +162,16 @@ def _numbered_heading(text: str, match: re.Match[str], line_start: bool) -> Head
     )
 
 
+def _run_in_title_ends(text: str, title_end: int) -> bool:
+    """A sub-clause's title ends as a heading does: with a period or a colon before its text
+    ("(a) Fee. Sponsor shall pay ..."), or alone on its line; never with a list's ";" or ","."""
+    before = text[:title_end].rstrip(" \t\u00a0*_")
+    if before.endswith((".", ":")):
+        return True
+    after = text[title_end : title_end + 2]
+    return not before.endswith((";", ",")) and (after == "" or after[0] in "\r\n")
+
+
 def _numbering(match: re.Match[str]) -> tuple[str, tuple[int, ...]]:
     if match.group("kw"):
         number = match.group("kwnum")
@@ -160,6 +181,10 @@ def _numbering(match: re.Match[str]) -> tuple[str, tuple[int, ...]]:
         return keyword, (_dotted(number)[0] if number[0].isdigit() else _roman(number),)
     if match.group("roman"):
         return "roman", (_roman(match.group("roman")),)
+    if match.group("letter"):
+        letter = match.group("letter")
+        # Upper and lower case count apart: "(A)" items may sit under "(a)" or beside them.
+        return "letter", (ord(letter.lower()) - ord("a") + 1, 2 if letter.isupper() else 1)
     return "number", _dotted(match.group("multi") or match.group("one"))
 
 
@@ -256,19 +281,52 @@ def _next_line_title(text: str, start: int) -> tuple[str, int]:
     return "", start
 
 
-def validated_numbering(text: str, candidates: list[Heading]) -> list[Heading]:
-    """Keep, per numbering family, the best chain of candidates that count up like headings do."""
+def validated_numbering(
+    text: str, candidates: list[Heading], *, restarts: Sequence[int] = ()
+) -> list[Heading]:
+    """Keep, per numbering family, the best chain of candidates that count up like headings do.
+
+    ``restarts``: where parts begin that number their clauses anew (an exhibit, a schedule, an
+    addendum after the body): each part's numbering is a chain of its own."""
     for candidate in candidates:
         # A table of contents lists the same numbers as the body, but with no prose under them.
         prose = _LOWERCASE_WORD.findall(text, candidate.start, candidate.start + _BODY_WINDOW_CHARS)
         candidate.has_body = len(prose) >= 8
+    bounds = [0, *sorted(restarts), len(text) + 1]
     kept: list[Heading] = []
-    for family in ("part", "chapter", "article", "roman", "number"):
-        members = drop_tables_of_contents([c for c in candidates if c.family == family])
-        chain = _best_chain(members)
-        if len(chain) >= 2:
-            kept += chain
+    for low, high in itertools.pairwise(bounds):
+        part = [c for c in candidates if low <= c.start < high]
+        for family in ("part", "chapter", "article", "roman", "number"):
+            members = drop_tables_of_contents([c for c in part if c.family == family])
+            chain = _best_chain(members)
+            if len(chain) >= 2:
+                kept += chain
+        kept += _lettered_runs([c for c in part if c.family == "letter"])
     return kept
+
+
+def _lettered_runs(candidates: list[Heading]) -> list[Heading]:
+    """Titled "(a)" sub-clauses, where they count (a), (b), (c) ... from "(a)" (one letter may be
+    missed); the lettering starts again under each clause. Untitled ones ("(a) The Company
+    shall ...") count for the run but are clauses, not headings."""
+    kept: list[Heading] = []
+    runs: dict[int, list[Heading]] = {1: [], 2: []}  # lower case, upper case: counted apart
+
+    def close(run: list[Heading]) -> None:
+        if len(run) >= 2:
+            kept.extend(member for member in run if member.title)
+
+    for candidate in candidates:
+        letter, upper = candidate.path
+        run = runs[upper]
+        if run and 1 <= letter - run[-1].path[0] <= 2:
+            run.append(candidate)
+            continue
+        close(run)
+        runs[upper] = [candidate] if letter == 1 else []
+    for run in runs.values():
+        close(run)
+    return sorted(kept, key=lambda heading: heading.start)
 
 
 def drop_tables_of_contents(candidates: list[Heading]) -> list[Heading]:

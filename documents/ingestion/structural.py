@@ -281,7 +281,9 @@ class StructuralTreeBuilder:
             # one line under it); those are grouped with their neighbours instead.
             weak = node.heading.family in WEAK_FAMILIES
             return not weak or tokens > self.params.max_leaf_tokens // 2
-        return tokens > self.params.max_leaf_tokens
+        # A long untitled clause deeper down ("9.2 The Parties shall ...") is passages of its
+        # parent: as a node it would need a title the document never gave it.
+        return node.depth == 1 and tokens > self.params.max_leaf_tokens
 
     # -- drafts: leaves cut within each run of units, runs without structure grouped
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import SupportsIndex
 
 import pytest
@@ -445,3 +446,78 @@ def test_a_long_single_line_is_read_a_bounded_number_of_times() -> None:
     _CountedText.read = 0
     detect_headings(text)
     assert _CountedText.read < 10 * len(text), f"read {_CountedText.read / len(text):.0f} times the text"
+
+
+# -- headings first: the numbering settles what the font guessed
+
+
+def test_a_font_guessed_heading_takes_its_level_from_its_numbering() -> None:
+    text = (
+        f"Exhibit 10.1\n\n# SUPPLY AGREEMENT\n\n{BODY}\n\nARTICLE II EQUIPMENT\n\n"
+        f"# Section 2.1 Equipment Purchase. {BODY}\n\nSection 2.2 Delivery. {BODY}\n\n"
+        f"ARTICLE III SERVICE\n\n{BODY}\n\n# RECITALS AND NOTES\n\n{BODY}\n"
+    )
+    marks = frozenset(match.start() for match in re.finditer(r"(?m)^# ", text))
+    titles, headings = detect_headings(text, font_heading_starts=marks)
+    # The bold line atop the file, under its filing label, is the title, not section 1.
+    assert [heading.title for heading in titles] == ["SUPPLY AGREEMENT"]
+    ranks = {heading.title: heading.rank for heading in headings}
+    assert ranks["ARTICLE II EQUIPMENT"] == ranks["ARTICLE III SERVICE"] < ranks["Section 2.1 Equipment Purchase"]
+    assert ranks["Section 2.1 Equipment Purchase"] == ranks["Section 2.2 Delivery"]
+    # An unnumbered bold heading stands beside the top numbered level.
+    assert ranks["RECITALS AND NOTES"] == ranks["ARTICLE II EQUIPMENT"]
+
+
+def test_the_same_markdown_without_font_marks_keeps_the_authors_levels() -> None:
+    text = f"# Guide\n\n{BODY}\n\n## 1. Setup\n\n{BODY}\n\n# Appendix notes\n\n{BODY}\n"
+    titles, headings = detect_headings(text)
+    assert {heading.title: heading.rank for heading in headings}["Appendix notes"] < min(
+        heading.rank for heading in headings if heading.title == "1. Setup"
+    )
+
+
+def test_titled_lettered_sub_clauses_are_headings_under_their_clause() -> None:
+    text = (
+        f"1. Fees.\n\n(a) Fee. {BODY}\n\n(b) The Sponsor shall pay on time.\n\n(c) Taxes. {BODY}\n\n"
+        f"2. Term.\n\n(a) Renewal. {BODY}\n\n(b) Schedule A - Products;\n\n(c) Survival. {BODY}\n\n"
+        "As set out in (b) above.\n"
+    )
+    headings = _headings(text)
+    titles = [heading.title for heading in headings]
+    # Untitled ones count for the run but are clauses; a list item ending in ";" is no heading.
+    assert titles == ["1. Fees", "(a) Fee", "(c) Taxes", "2. Term", "(a) Renewal", "(c) Survival"]
+    fees, fee = headings[0], headings[1]
+    assert fees.rank < fee.rank
+
+
+def test_a_lone_lettered_item_is_no_heading() -> None:
+    text = f"1. Fees.\n\n(c) Taxes. {BODY}\n\n2. Term.\n\n{BODY}\n"
+    assert [heading.title for heading in _headings(text)] == ["1. Fees", "2. Term"]
+
+
+def test_an_article_number_alone_on_its_line_names_its_section() -> None:
+    text = (
+        f"CHAPTER 1 GENERAL\n\n{BODY}\n\nCHAPTER 2 PARTIES\n\n{BODY}\n\nArticle 1\n\n{BODY}\n\n"
+        f"Article 2\n\n{BODY}\n"
+    )
+    titles = [heading.title for heading in _headings(text)]
+    assert titles == ["CHAPTER 1 GENERAL", "CHAPTER 2 PARTIES", "Article 1", "Article 2"]
+
+
+def test_a_short_line_in_capitals_is_a_top_level_part_but_not_a_running_header() -> None:
+    text = (
+        f"Preamble text of the parties.\n\nRECITALS\n\n{BODY}\n\n1. Scope\n\n{BODY}\n\n"
+        f"EXECUTION COPY\n\n{BODY}\n\n2. Price\n\n{BODY}\n\nEXECUTION COPY\n\n{BODY}\n\n"
+        f"EXECUTION COPY\n\n{BODY}\n\nACME CORPORATION\n\nBy: ________\n"
+    )
+    headings = _headings(text)
+    assert [heading.title for heading in headings] == ["RECITALS", "1. Scope", "2. Price"]
+    assert headings[0].rank == headings[1].rank
+
+
+def test_an_exhibit_numbers_its_clauses_anew() -> None:
+    body = "".join(f"{n}. {name}\n\n{BODY}\n\n" for n, name in enumerate(["Scope", "Price", "Term"], 1))
+    exhibit = "".join(f"{n}. {name}\n\n{BODY}\n\n" for n, name in enumerate(["Signage", "Media"], 1))
+    text = f"Intro.\n\n{body}EXHIBIT A SPONSORSHIP RIGHTS\n\n{BODY}\n\n{exhibit}"
+    titles = [heading.title for heading in _headings(text)]
+    assert titles[-3:] == ["EXHIBIT A SPONSORSHIP RIGHTS", "1. Signage", "2. Media"]

@@ -468,3 +468,32 @@ def test_a_title_line_above_the_first_section_is_a_preamble_of_its_own() -> None
     assert text[preamble.start_char : preamble.end_char].strip() == "# Supply Agreement"
     assert [section.title for section in sections] == ["1. Definitions", "2. Delivery"]
     assert text[sections[0].start_char :].startswith("## 1. Definitions")
+
+
+def _internal(root: TreeNode) -> list[tuple[int, TreeNode]]:
+    return [(depth, node) for node, depth in root.walk() if node.kind not in (LEAF, "root")]
+
+
+def test_every_titled_heading_is_a_node_starting_at_its_heading_line() -> None:
+    clause = "The parties agree that the terms below apply to every order placed under this contract. "
+    text = (
+        "ARTICLE 1 GENERAL\n\n1.1 Severability. " + clause + "\n\n1.2 Notices. " + clause * 12 + "\n\n"
+        "1.3 The Buyer shall keep records of every order. " + clause * 14 + "\n\n"
+        "ARTICLE 2 PRICE\n\n2.1 Payment. " + clause + "\n\n2.2 Taxes. " + clause + "\n"
+    )
+    root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens)
+    _assert_sound(root, text)
+    nodes = {node.title: (depth, node) for depth, node in _internal(root)}
+    # A one-sentence clause is a subsection all the same; its node starts at its own heading.
+    for title, depth in [("ARTICLE 1 GENERAL", 1), ("1.1 Severability", 2), ("1.2 Notices", 2),
+                         ("ARTICLE 2 PRICE", 1), ("2.1 Payment", 2), ("2.2 Taxes", 2)]:  # fmt: skip
+        assert nodes[title][0] == depth, title
+        start = nodes[title][1].start_char
+        assert text[start:].startswith(title.split()[0]), (title, text[start : start + 30])
+    # The untitled long clause is passages of its article, not a section named after a phrase;
+    # nothing under a heading is grouped into sections the document does not have.
+    assert set(nodes) == {"ARTICLE 1 GENERAL", "1.1 Severability", "1.2 Notices", "ARTICLE 2 PRICE",
+                          "2.1 Payment", "2.2 Taxes"}  # fmt: skip
+    article = nodes["ARTICLE 1 GENERAL"][1]
+    # The article's heading line is the article's own passage.
+    assert article.children[0].kind == LEAF and text[article.children[0].start_char :].startswith("ARTICLE 1")
