@@ -462,7 +462,11 @@ def test_a_font_guessed_heading_takes_its_level_from_its_numbering() -> None:
     # The bold line atop the file, under its filing label, is the title, not section 1.
     assert [heading.title for heading in titles] == ["SUPPLY AGREEMENT"]
     ranks = {heading.title: heading.rank for heading in headings}
-    assert ranks["ARTICLE II EQUIPMENT"] == ranks["ARTICLE III SERVICE"] < ranks["Section 2.1 Equipment Purchase"]
+    assert (
+        ranks["ARTICLE II EQUIPMENT"]
+        == ranks["ARTICLE III SERVICE"]
+        < ranks["Section 2.1 Equipment Purchase"]
+    )
     assert ranks["Section 2.1 Equipment Purchase"] == ranks["Section 2.2 Delivery"]
     # An unnumbered bold heading stands beside the top numbered level.
     assert ranks["RECITALS AND NOTES"] == ranks["ARTICLE II EQUIPMENT"]
@@ -470,7 +474,7 @@ def test_a_font_guessed_heading_takes_its_level_from_its_numbering() -> None:
 
 def test_the_same_markdown_without_font_marks_keeps_the_authors_levels() -> None:
     text = f"# Guide\n\n{BODY}\n\n## 1. Setup\n\n{BODY}\n\n# Appendix notes\n\n{BODY}\n"
-    titles, headings = detect_headings(text)
+    _titles, headings = detect_headings(text)
     assert {heading.title: heading.rank for heading in headings}["Appendix notes"] < min(
         heading.rank for heading in headings if heading.title == "1. Setup"
     )
