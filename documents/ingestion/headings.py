@@ -111,7 +111,13 @@ def _line_headings(
             continue
         appendix = _appendix_title(line, content_start)
         if appendix:
-            appendices.append(Heading(content_start, end, _APPENDIX_RANK, appendix, family="appendix"))
+            heading = Heading(content_start, end, _APPENDIX_RANK, appendix, family="appendix")
+            if index + 1 < len(lines) and _titles_the_attachment(text, heading, lines[index + 1]):
+                below = lines[index + 1]
+                heading.title = clean_title(f"{appendix} {text[below[0] : below[1]]}")
+                heading.title_end = below[1]
+                claimed.add(below[0])
+            appendices.append(heading)
             claimed.add(content_start)
             continue
         if _is_capitals_heading(text, start, end, next_line):
@@ -132,6 +138,15 @@ def _line_headings(
     found += bold if len(bold) >= 2 else []
     found += drop_tables_of_contents(_drop_repeated(appendices))
     return found, claimed, labels
+
+
+def _titles_the_attachment(text: str, heading: Heading, below: tuple[int, int]) -> bool:
+    """ "EXHIBIT A" / "PAYMENTS AND EXCLUSIVITY": a bare attachment label, and right under it a
+    short title line (not the first sentence of its text)."""
+    if len(heading.title.split()) > 2 or text.count("\n", heading.title_end, below[0]) > 2:
+        return False
+    line = text[below[0] : below[1]].strip(" \t*_#")
+    return bool(line) and line[-1] not in ".;," and is_titleish(line, max_words=10)
 
 
 def _is_capitals_heading(text: str, start: int, end: int, next_line: str) -> bool:

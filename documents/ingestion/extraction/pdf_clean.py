@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from documents.ingestion.extraction.assemble import Block
 from documents.ingestion.extraction.pdf_layout import PdfBookmark, PdfPage, TextLine
 
+# A page that ends on a line this short ended its paragraph there (a full line of prose runs on).
+_SHORT_LAST_LINE_WORDS = 6
 # A running header or footer is among the first or last few lines of a page.
 _ZONE_LINES = 5
 _PAGE_NUMBER = re.compile(
@@ -342,14 +344,17 @@ def _join_hyphenated(lines: list[Line]) -> list[Line]:
     """A word cut by a hyphen at a line end is joined: "agree-" + "ment" → "agreement", but
     "non-" + "exclusive" → "non-exclusive" (the hyphen stays where the document writes the word
     with one elsewhere, or the first half is a prefix). A page's first line continues the last
-    page's paragraph unless that one ended a sentence."""
+    page's paragraph unless that one was over: it ended a sentence, or its last line was a short
+    one ("Team MARKS" on a schedule's title page: the next page's "SCHEDULE 3" is no more of it)."""
     words = Counter(word.lower() for line in lines for word in _WORD.findall(line.text))
     joined: list[Line] = []
     for line in lines:
         previous = joined[-1] if joined else None
         if previous is not None and line.page != previous.page and not line.heading_level:
-            line.new_paragraph = previous.heading_level > 0 or previous.text.rstrip().endswith(
-                (".", ":", "!", "?", '."', ';"')
+            last = previous.text.rstrip()
+            short = len(last.split()) <= _SHORT_LAST_LINE_WORDS and not last.endswith(("-", ","))
+            line.new_paragraph = (
+                previous.heading_level > 0 or short or last.endswith((".", ":", "!", "?", '."', ';"'))
             )
         if (
             previous is not None
