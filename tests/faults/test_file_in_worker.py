@@ -1,10 +1,9 @@
-"""A PDF indexed by a real Celery worker (prefork pool, the filesystem broker, the test database):
+"""A PDF indexed by a real Celery worker (prefork pool, the session's Redis broker, the test database):
 the job's extracting stage runs the extractor's own child process from inside the pool's child,
 reads the original from the storage the upload wrote to, and saves the text, pages and tree."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,6 @@ import pytest
 
 from documents.models import Document, IngestionJob, Node
 from documents.services.documents import document_create
-from openfable.celery import app as celery_app
 from tests.documents.ingestion import document_files as files
 from tests.factories import CollectionFactory
 from tests.faults.processes import stop_process, wait_for
@@ -22,20 +20,9 @@ pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
 
 @pytest.fixture
-def filesystem_broker(tmp_path: Path, settings: Any) -> Iterator[Path]:
-    """A broker folder and a file storage of the test's own, shared with the worker it starts
-    (which finds both under its OPENFABLE_DATA_DIR)."""
-    previous = (celery_app.conf.broker_url, celery_app.conf.broker_transport_options)
-    folders = {name: tmp_path / "broker" / name for name in ("queue", "control")}
-    for folder in folders.values():
-        folder.mkdir(parents=True)
-    celery_app.conf.broker_url = "filesystem://"
-    celery_app.conf.broker_transport_options = {
-        "data_folder_in": str(folders["queue"]),
-        "data_folder_out": str(folders["queue"]),
-        "control_folder": str(folders["control"]),
-    }
-    celery_app._after_fork()
+def worker_folder(tmp_path: Path, settings: Any) -> Path:
+    """A file storage of the test's own, shared with the worker it starts (which finds it under
+    its OPENFABLE_DATA_DIR)."""
     settings.STORAGES = {
         **settings.STORAGES,
         "default": {
@@ -43,19 +30,17 @@ def filesystem_broker(tmp_path: Path, settings: Any) -> Iterator[Path]:
             "OPTIONS": {"location": str(tmp_path / "files")},
         },
     }
-    try:
-        yield tmp_path
-    finally:
-        celery_app.conf.broker_url, celery_app.conf.broker_transport_options = previous
-        celery_app._after_fork()
+    return tmp_path
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_reads_an_uploaded_pdf_and_indexes_it_with_its_pages(filesystem_broker: Path) -> None:
+def test_a_worker_reads_an_uploaded_pdf_and_indexes_it_with_its_pages(
+    worker_folder: Path, broker_url: str
+) -> None:
     document = document_create(
         collection=CollectionFactory.create(), content=files.report_pdf(pages=3), source_filename="report.pdf"
     ).document
-    worker = _start_worker(filesystem_broker, {}, "worker.log")
+    worker = _start_worker(worker_folder, {"OPENFABLE_BROKER_URL": broker_url}, "worker.log")
     try:
         wait_for(
             lambda: IngestionJob.objects.filter(
@@ -67,7 +52,7 @@ def test_a_worker_reads_an_uploaded_pdf_and_indexes_it_with_its_pages(filesystem
     finally:
         stop_process(worker)
     job = IngestionJob.objects.get(document=document)
-    log = (filesystem_broker / "worker.log").read_text(errors="replace")
+    log = (worker_folder / "worker.log").read_text(errors="replace")
     assert job.status == IngestionJob.Status.SUCCEEDED, f"{job.error}\n{log[-3000:]}"
     assert "extract" in job.timings
     document.refresh_from_db()
