@@ -261,16 +261,26 @@ def _messages_waiting() -> int | None:
 
 
 def job_resend_stuck(*, job: IngestionJob) -> bool:
-    """Send a queued job's message again once its transaction commits, when it was never sent or
-    its last one went more than OPENFABLE_JOB_SWEEP_SECONDS ago; whether it will be sent.
+    """Send a queued job's message again once its transaction commits, when it may be lost;
+    whether it will be sent.
 
     A person who re-indexes (or uploads again) a document whose job sits queued is asking for it to
-    run: its message may be the lost one the sweep has not counted yet. Not more often than that:
-    a script re-sending the same texts in a loop adds one message per job per sweep at most.
+    run: its message may be the lost one the sweep has not come to yet. Sent when the job was
+    never sent; or when its last message went more than OPENFABLE_JOB_SWEEP_SECONDS ago and the
+    broker's queue holds fewer messages than there are queued jobs that were sent (the sweep's
+    count, ``jobs_requeue_lost``), or cannot be counted. A job merely waiting its turn in a long
+    queue is left there: a second message would reach it while it runs and start it over.
     """
-    cutoff = timezone.now() - timedelta(seconds=settings.JOB_SWEEP_SECONDS)
-    if job.status != IngestionJob.Status.QUEUED or (job.heartbeat is not None and job.heartbeat >= cutoff):
+    if job.status != IngestionJob.Status.QUEUED:
         return False
+    if job.heartbeat is not None:
+        cutoff = timezone.now() - timedelta(seconds=settings.JOB_SWEEP_SECONDS)
+        if job.heartbeat >= cutoff:
+            return False
+        waiting = _messages_waiting()
+        sent = IngestionJob.objects.filter(status=IngestionJob.Status.QUEUED, heartbeat__isnull=False)
+        if waiting is not None and waiting >= sent.count():
+            return False
     transaction.on_commit(partial(job_send, job_id=job.pk, document_id=job.document_id))
     return True
 

@@ -105,6 +105,17 @@ def test_reindexing_a_stuck_queued_job_sends_its_message_again(
     assert broker.llen(QUEUE) == 1
 
 
+def test_reindexing_a_job_that_waits_its_turn_sends_nothing_more(
+    broker_url: str, django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    waiting = _sent("Waiting its turn in a long queue.", django_capture_on_commit_callbacks, age=300)
+    with django_capture_on_commit_callbacks(execute=True):
+        again = document_reindex(document=waiting.document)
+    assert again.pk == waiting.pk
+    # Its message is still in the queue: a second one would reach the job while it runs.
+    assert _redis(broker_url).llen(QUEUE) == 1
+
+
 def test_the_rest_reindex_of_a_stuck_job_answers_it_and_sends_it_again(
     broker_url: str, django_capture_on_commit_callbacks: Callable[..., Any]
 ) -> None:
