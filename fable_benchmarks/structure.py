@@ -420,10 +420,18 @@ def _with_levels(results: list[HeadingResult], nodes: Sequence[BuiltNode]) -> li
         expected = 0 if parent is None else parent.node  # the root is node 0
         actual = nodes[result.node].parent
         agrees = expected is not None and actual == expected
-        wanted = "the root" if parent is None else repr(parent.heading.text)
-        note = "" if agrees else f"hangs under {_node_name(nodes, actual)}, not under {wanted}"
+        note = "" if agrees else _level_note(nodes, actual, parent)
         out.append(HeadingResult(result.heading, result.start, MATCHED, result.node, agrees, note))
     return out
+
+
+def _level_note(nodes: Sequence[BuiltNode], actual: int | None, parent: HeadingResult | None) -> str:
+    found = f"hangs under {_node_name(nodes, actual)}"
+    if parent is None:
+        return f"{found}, not under the root"
+    if parent.node is None:
+        return f"{found}; its parent heading {parent.heading.text!r} has no node of its own"
+    return f"{found}, not under {_node_name(nodes, parent.node)}"
 
 
 def _node_name(nodes: Sequence[BuiltNode], index: int | None) -> str:

@@ -127,9 +127,9 @@ def test_a_heading_at_the_wrong_level_moves_only_level_agreement() -> None:
     price_as_section = _node(SECTION, "1.2 Price", _leaf("## 1.2", "# 2."))
     score = _score(_node(ROOT, "Supply Agreement", PREAMBLE, _definitions(GOODS), price_as_section, DELIVERY))
     assert _measures(score) == ((4, 4), (3, 4), 0, (0, 4))
-    assert "- wrong level: '1.2 Price' (level 2) hangs under the root, not under '1. Definitions'" in (
-        format_details([score])
-    )
+    assert (
+        "- wrong level: '1.2 Price' (level 2) hangs under the root, not under section '1. Definitions'"
+    ) in format_details([score])
 
 
 def test_a_section_made_from_body_text_is_invented() -> None:
@@ -163,6 +163,10 @@ def test_a_child_of_an_unmatched_parent_disagrees() -> None:
     renamed = _node(SECTION, "Meanings", _leaf("# 1.", "## 1.1"), GOODS, PRICE)
     score = _score(_node(ROOT, "Supply Agreement", PREAMBLE, renamed, DELIVERY))
     assert _measures(score) == ((3, 4), (1, 3), 0, (0, 4))
+    assert (
+        "- wrong level: '1.1 Goods' (level 2) hangs under section 'Meanings'; its parent heading "
+        "'1. Definitions' has no node of its own"
+    ) in format_details([score])
 
 
 def test_headings_are_located_in_order_at_line_starts_whatever_the_typography() -> None:
