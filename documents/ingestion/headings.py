@@ -31,6 +31,7 @@ _BOLD_RANK = 50.0
 _LABEL_RANK = 60.0
 _FILING_LABEL = re.compile(r"(?i)(?:exhibit|ex-?)\s*[\d.()a-z-]{1,12}")
 _CAPITALS_LINE = re.compile(r"[A-Z][A-Z &,'\u2019/-]*[A-Z][:.]?")
+_TITLE_ZONE_CHARS = 1000  # how far down the first page a PDF's title may stand
 _FONT_RANK = 0.0  # set by _rank_font_headings once the numbering is known
 
 
@@ -246,13 +247,18 @@ def _split_document_title(text: str, headings: list[Heading]) -> tuple[list[Head
     while headings:
         first, rest = headings[0], headings[1:]
         before = text[cursor : first.start]
-        # Above a PDF's title may stand the filing's label ("Exhibit 10.1", "EX-99.4"): one
-        # short line, no text of the document's own.
-        filing_label = (
-            first.family in ("font", "caps") and cursor == 0 and _FILING_LABEL.fullmatch(before.strip())
+        # Above a PDF's title may stand the filing's label ("Exhibit 10.1", "EX-99.4") and a
+        # legend ("Confidential treatment requested ..."): a few lines, no part of the document.
+        front_matter = (
+            first.family in ("font", "caps")
+            and first.start < _TITLE_ZONE_CHARS
+            and (
+                (bool(titles) and all(_FILING_LABEL.fullmatch(title.title) for title in titles))
+                or bool(_FILING_LABEL.fullmatch(before.strip().split("\n", 1)[0].strip(" #*")))
+            )
         )
         if first.family not in ("", "bold", "font", "caps") or (
-            re.search(r"\w", before) and not filing_label
+            re.search(r"\w", before) and not front_matter
         ):
             break
         empty_body = bool(rest) and not re.search(r"\w", text[first.title_end : rest[0].start])

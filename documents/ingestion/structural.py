@@ -291,6 +291,18 @@ class StructuralTreeBuilder:
         draft = Draft(node.first, node.last, node.heading)
         headed = node.heading is not None and bool(node.heading.title)
         cursor = node.first
+        if depth == 0:
+            # The document's title line(s) are a passage of their own under the root, never the
+            # opening of the preamble or of section 1.
+            titles = cursor
+            while (
+                titles < node.last and self.units[titles].heading_only and self.units[titles].heading is None
+            ):
+                titles += 1
+            first_part = node.children[0].first if node.children else node.last
+            if cursor < titles < first_part:
+                draft.children.append(Draft(cursor, titles))
+                cursor = titles
         for child in node.children:
             if cursor < child.first:
                 draft.children += self._run(cursor, child.first, depth, has_sections=True, headed=headed)
