@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from documents.ingestion.heading_titles import without_heading_marks
 from documents.models import Document
 from documents.services.documents import document_create
 from documents.services.jobs import job_run_now
@@ -64,8 +65,11 @@ def test_results_are_highlighted_in_place_within_the_budget(owner: Any, guide: D
     assert starts == sorted(starts), "document order"
     body = response.content.decode()
     for chunk in result.chunks:
-        assert f"<mark>{chunk.text}" in body.replace("&#x27;", "'")
+        # The passage as a person reads it: its heading lines without their "## " marks.
+        assert f"<mark>{without_heading_marks(chunk.text)}" in body.replace("&#x27;", "'")
         assert f"?node={chunk.node_id}" in body
+    assert "# Field guide" in "".join(chunk.text for chunk in result.chunks)
+    assert not re.search(r"(?m)^#+ ", body.split("<main", 1)[1])
     assert "Copy context" in body and "Paths and timings" in body
     # The paths in words, with counts that agree with their nouns.
     assert "found by vector search and keyword search" in body
