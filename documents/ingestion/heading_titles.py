@@ -26,6 +26,7 @@ class Heading:
     has_body: bool = True  # prose follows before the next numbered heading (not a contents line)
     label: str = ""  # the number of a numbered heading ("4.1", "ARTICLE IV")
     first_subclause: bool = False  # "2.1" right after the title of "2. SUPPLY", on its line
+    markup_level: int = 0  # the "#" count extraction wrote for a heading it read from the font
 
 
 def without_heading_marks(text: str) -> str:

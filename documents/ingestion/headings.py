@@ -32,7 +32,8 @@ _LABEL_RANK = 60.0
 _FILING_LABEL = re.compile(r"(?i)(?:exhibit|ex-?)\s*[\d.()a-z-]{1,12}")
 _CAPITALS_LINE = re.compile(r"[A-Z][A-Z &,'\u2019/-]*[A-Z][:.]?")
 _TITLE_ZONE_CHARS = 1000  # how far down the first page a PDF's title may stand
-_FONT_RANK = 0.0  # set by _rank_font_headings once the numbering is known
+_FONT_RANK = 0.0
+_FONT_LEVEL_STEP = 0.01  # set by _rank_font_headings once the numbering is known
 
 
 def detect_headings(
@@ -83,7 +84,14 @@ def _line_headings(
                 claimed.add(content_start)
             elif not NUMBERED.match(inner) and is_titleish(inner, max_words=14):
                 found.append(
-                    Heading(content_start, end, _FONT_RANK, clean_title(atx.group(2)), family="font")
+                    Heading(
+                        content_start,
+                        end,
+                        _FONT_RANK,
+                        clean_title(atx.group(2)),
+                        family="font",
+                        markup_level=len(atx.group(1)),
+                    )
                 )
                 claimed.add(content_start)
             continue
@@ -174,9 +182,13 @@ def _rank_font_headings(line_headings: list[Heading], numbered: list[Heading]) -
     top-level parts: "RECITALS", "BACKGROUND", "EXHIBIT A"); with no numbering they keep the
     rank of a first-level markdown heading."""
     top = min((heading.rank for heading in numbered), default=_MARKDOWN_RANK + 1)
+    # Smaller fonts below larger ones ("Purpose of This Handbook" under "Introduction"), all of
+    # them above the next numbered level.
+    levels = [heading.markup_level for heading in line_headings if heading.family == "font"]
+    base = min(levels, default=0)
     for heading in line_headings:
         if heading.family in ("font", "caps"):
-            heading.rank = top
+            heading.rank = top + _FONT_LEVEL_STEP * max(0, heading.markup_level - base)
 
 
 def _drop_repeated(headings: list[Heading]) -> list[Heading]:

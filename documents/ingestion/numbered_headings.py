@@ -24,6 +24,7 @@ NUMBERED = re.compile(
     r"|(?P<one>\d{1,2})[.)](?=\s|[A-Z]{2})"  # "1.DEFINITIONS" lost its space in extraction
     r"|(?P<roman>[IVXL]{1,6})\.(?=\s)"
     r"|\((?P<letter>[a-zA-Z])\)(?=[ \t\u00a0])"  # "(a) Fee.": a titled sub-clause, at a line start
+    r"|(?P<capital>[A-HJ-UWYZ])\.(?=[ \t\u00a0]+[A-Z])"  # "B. Payment.": the same, lettered so
 )
 _BEFORE_INLINE = frozenset('.:;!?)"\u201d]')
 # Longest line read whole as a numbered heading's title (see _numbered_title).
@@ -50,6 +51,8 @@ _ROMAN_RANK = 11.0
 _KEYWORD_RANKS = {"part": 8.0, "chapter": 9.0, "article": 10.0, "roman": _ROMAN_RANK}
 # "(a)" sits below every dotted number ("4.1.2.3" ranks 15): under "ARTICLE 4", "4." or "4.1".
 _LETTER_RANK = 16.0
+# "A. Payment." between the top numbers and "(a)": under "4." and "4.1", above "(a)".
+_CAPITAL_RANK = 15.5
 # A table of contents repeats the headings close together; the real ones come later.
 _TOC_GAP_CHARS = 80
 _LOWERCASE_WORD = re.compile(r"\b[a-z]{2,}\b")
@@ -66,7 +69,7 @@ def numbered_candidates(text: str, claimed: set[int]) -> list[Heading]:
         placed = line_start is not None or _after_sentence(text, match.start())
         if not (placed or _opens_first_subclause(text, match, candidates[-1] if candidates else None)):
             continue
-        if (match.group("roman") or match.group("letter")) and line_start is None:
+        if (match.group("roman") or match.group("letter") or match.group("capital")) and line_start is None:
             continue  # "... by I. Ward", "as set out in (b) above": only at the start of a line
         candidate = _numbered_heading(text, match, line_start is not None)
         if candidate is not None:
@@ -141,7 +144,11 @@ def _numbered_heading(text: str, match: re.Match[str], line_start: bool) -> Head
     title, title_end = _numbered_title(
         text, after, keyword=bool(match.group("kw")), line_start=line_start, number=number
     )
-    marker = match.group() if match.group("one") or match.group("roman") else match.group().rstrip(".")
+    marker = (
+        match.group()
+        if match.group("one") or match.group("roman") or match.group("capital")
+        else match.group().rstrip(".")
+    )
     if not title and match.group("kw") and line_start and not text[match.end() : after].strip(" .:"):
         line_end = _LINE_END.search(text, after)
         if line_end is not None and after == line_end.start():
@@ -149,7 +156,11 @@ def _numbered_heading(text: str, match: re.Match[str], line_start: bool) -> Head
     if family == "letter" and title and not _run_in_title_ends(text, title_end):
         title = ""  # "(a) Schedule A - Products;": an item of a list, not a titled sub-clause
     full_title = f"{marker} {title}".strip() if title else ""
-    rank = _LETTER_RANK if family == "letter" else _KEYWORD_RANKS.get(family, _ROMAN_RANK + len(path))
+    rank = (
+        (_CAPITAL_RANK if path[1] == 3 else _LETTER_RANK)
+        if family == "letter"
+        else _KEYWORD_RANKS.get(family, _ROMAN_RANK + len(path))
+    )
     return Heading(
         match.start(),
         max(title_end, match.end()),
@@ -181,6 +192,8 @@ def _numbering(match: re.Match[str]) -> tuple[str, tuple[int, ...]]:
         return keyword, (_dotted(number)[0] if number[0].isdigit() else _roman(number),)
     if match.group("roman"):
         return "roman", (_roman(match.group("roman")),)
+    if match.group("capital"):  # "A." ranks apart from "(A)": the two may nest
+        return "letter", (ord(match.group("capital")) - ord("A") + 1, 3)
     if match.group("letter"):
         letter = match.group("letter")
         # Upper and lower case count apart: "(A)" items may sit under "(a)" or beside them.
@@ -310,7 +323,7 @@ def _lettered_runs(candidates: list[Heading]) -> list[Heading]:
     missed); the lettering starts again under each clause. Untitled ones ("(a) The Company
     shall ...") count for the run but are clauses, not headings."""
     kept: list[Heading] = []
-    runs: dict[int, list[Heading]] = {1: [], 2: []}  # lower case, upper case: counted apart
+    runs: dict[int, list[Heading]] = {1: [], 2: [], 3: []}  # "(a)", "(A)", "A.": counted apart
 
     def close(run: list[Heading]) -> None:
         if len(run) >= 2:

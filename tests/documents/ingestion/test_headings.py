@@ -525,3 +525,33 @@ def test_an_exhibit_numbers_its_clauses_anew() -> None:
     text = f"Intro.\n\n{body}EXHIBIT A SPONSORSHIP RIGHTS\n\n{BODY}\n\n{exhibit}"
     titles = [heading.title for heading in _headings(text)]
     assert titles[-3:] == ["EXHIBIT A SPONSORSHIP RIGHTS", "1. Signage", "2. Media"]
+
+
+def test_capital_lettered_clauses_sit_between_numbers_and_small_letters() -> None:
+    text = (
+        f"1. Payments.\n\nA. Cash Payment. {BODY}\n\n(a) Timing. {BODY}\n\n(b) Currency. {BODY}\n\n"
+        f"B. Expenses. {BODY}\n\n2. Term.\n\n{BODY}\n\nJ. Smith signed below.\n"
+    )
+    headings = _headings(text)
+    ranks = {heading.title: heading.rank for heading in headings}
+    assert list(ranks) == [
+        "1. Payments",
+        "A. Cash Payment",
+        "(a) Timing",
+        "(b) Currency",
+        "B. Expenses",
+        "2. Term",
+    ]
+    assert ranks["1. Payments"] < ranks["A. Cash Payment"] == ranks["B. Expenses"] < ranks["(a) Timing"]
+
+
+def test_smaller_font_headings_sit_under_larger_ones_and_above_the_numbers() -> None:
+    text = (
+        f"Chapter 1 Introduction\n\n{BODY}\n\n## Purpose\n\n{BODY}\n\n# Scope of the Handbook\n\n{BODY}\n\n"
+        f"Chapter 2 Hours\n\n{BODY}\n\n## Core Hours\n\n{BODY}\n"
+    )
+    marks = frozenset(match.start() for match in re.finditer(r"(?m)^#+ ", text))
+    _titles, headings = detect_headings(text, font_heading_starts=marks)
+    ranks = {heading.title: heading.rank for heading in headings}
+    assert ranks["Chapter 1 Introduction"] == ranks["Scope of the Handbook"] < ranks["Purpose"]
+    assert ranks["Purpose"] == ranks["Core Hours"]
