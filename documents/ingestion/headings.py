@@ -32,6 +32,16 @@ _LABEL_RANK = 60.0
 _FILING_LABEL = re.compile(r"(?i)(?:exhibit|ex-?)\s*[\d.()a-z-]{1,12}")
 _CAPITALS_LINE = re.compile(r"[A-Z][A-Z &,'\u2019/-]*[A-Z][:.]?")
 _TITLE_ZONE_CHARS = 1000  # how far down the first page a PDF's title may stand
+# A paragraph's own title: capitalised words (small ones between), a period, then its sentence.
+_RUN_IN_TITLE = re.compile(
+    r"(?:^|(?<=\n\n))(?P<title>[A-Z][\w'\u2019&/-]*(?:[ ](?:[A-Z][\w'\u2019&/-]*|of|and|or|the|to|for|in|on|by|"
+    r"with|a|an|from)){0,7})\.[ \t]+(?=[A-Z\"(])"
+)
+# Sentence openers that take a period after one capitalised word ("Inc. The", "No. 5" never
+# reach here: they are not at a paragraph's start).
+_RUN_IN_OPENERS = word_set("The This These That Each If Any All No In Such It We You Notwithstanding")
+_RUN_IN_RANK = 15.75  # under the numbered levels and "A.", above "(a)"
+_RUN_IN_MINIMUM = 3
 _FONT_RANK = 0.0
 _FONT_LEVEL_STEP = 0.01  # set by _rank_font_headings once the numbering is known
 
@@ -51,7 +61,10 @@ def detect_headings(
     appendix_starts = [heading.start for heading in line_headings if heading.family == "appendix"]
     numbered = validated_numbering(text, numbered_candidates(text, claimed), restarts=appendix_starts)
     _rank_font_headings(line_headings, numbered)
-    headings = sorted(line_headings + numbered, key=lambda heading: heading.start)
+    taken = claimed | {heading.start for heading in numbered}
+    headings = sorted(
+        line_headings + numbered + _run_in_titles(text, taken), key=lambda heading: heading.start
+    )
     title_headings, headings = _split_document_title(text, _dedupe(headings))
     if not headings and len(labels) >= 3:
         headings = [label for label in labels if label.start not in {h.start for h in title_headings}]
@@ -74,7 +87,11 @@ def _line_headings(
         line = text[start:end]
         content_start = start + len(line) - len(line.lstrip())
         atx = _ATX.match(line)
+        next_line = text[lines[index + 1][0] : lines[index + 1][1]] if index + 1 < len(lines) else ""
         if atx and atx.group(2).strip() and content_start in font_heading_starts:
+            if _over_a_signature(next_line):
+                claimed.add(content_start)  # "ACME CORPORATION" in bold above "By: ____"
+                continue
             # A bold sentence ("THIS AGREEMENT dated for reference the 5th day of ...") is
             # emphasis; a heading reads like a title.
             inner = atx.group(2).strip(" *_")
@@ -101,7 +118,6 @@ def _line_headings(
             )
             claimed.add(content_start)
             continue
-        next_line = text[lines[index + 1][0] : lines[index + 1][1]] if index + 1 < len(lines) else ""
         adjacent = index + 1 < len(lines) and text.count("\n", end, lines[index + 1][0]) <= 1
         rule = _SETEXT_RULE.match(next_line)
         if rule and adjacent and is_titleish(line.strip(), max_words=15) and not _SETEXT_RULE.match(line):
@@ -149,6 +165,23 @@ def _line_headings(
     return found, claimed, labels
 
 
+def _run_in_titles(text: str, taken: set[int]) -> list[Heading]:
+    """ "Grant of License. LMG grants ...": paragraphs that open with a short title of their own
+    and no number (a PDF that lost its automatic numbering prints them so). Only where the
+    document does it again and again: one such paragraph is a sentence, not structure."""
+    found = []
+    for match in _RUN_IN_TITLE.finditer(text):
+        start = match.start("title")
+        title = match.group("title")
+        first_word = title.split()[0]
+        if start in taken or len(first_word) < 2 or first_word in _RUN_IN_OPENERS:
+            continue  # "B. Should the Agreement ...": a lettered clause (see numbered_headings)
+        if not is_titleish(title, max_words=8):
+            continue
+        found.append(Heading(start, match.end("title") + 1, _RUN_IN_RANK, clean_title(title), family="runin"))
+    return found if len(found) >= _RUN_IN_MINIMUM else []
+
+
 def _titles_the_attachment(text: str, heading: Heading, below: tuple[int, int]) -> bool:
     """ "EXHIBIT A" / "PAYMENTS AND EXCLUSIVITY": a bare attachment label, and right under it a
     short title line (not the first sentence of its text)."""
@@ -173,8 +206,18 @@ def _is_capitals_heading(text: str, start: int, end: int, next_line: str) -> boo
         return False  # "ARTICLE I" / "INTERPRETATION": the title of the number above it
     blank_above = start == 0 or text[max(0, start - 2) : start] == "\n\n"
     following = next_line.strip()
-    signature = following.startswith(("By", "_", "Name", "Title", "/s/")) or "__" in following
-    return blank_above and bool(following) and not signature and not NUMBERED.match(f"{line} ")
+    return (
+        blank_above
+        and bool(following)
+        and not _over_a_signature(following)
+        and not NUMBERED.match(f"{line} ")
+    )
+
+
+def _over_a_signature(next_line: str) -> bool:
+    """The line under a party's name in a signature block ("By: ____", "Name:", "/s/ ...")."""
+    following = next_line.strip()
+    return following.startswith(("By", "_", "Name:", "Title:", "/s/")) or "__" in following
 
 
 def _rank_font_headings(line_headings: list[Heading], numbered: list[Heading]) -> None:

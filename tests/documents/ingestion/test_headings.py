@@ -555,3 +555,26 @@ def test_smaller_font_headings_sit_under_larger_ones_and_above_the_numbers() -> 
     ranks = {heading.title: heading.rank for heading in headings}
     assert ranks["Chapter 1 Introduction"] == ranks["Scope of the Handbook"] < ranks["Purpose"]
     assert ranks["Purpose"] == ranks["Core Hours"]
+
+
+def test_paragraphs_that_open_with_their_own_title_are_headings_when_it_is_the_pattern() -> None:
+    text = (
+        f"ARTICLE I LICENSE\n\nGrant of License. {BODY}\n\nProprietary Markings. {BODY}\n\n"
+        f"ARTICLE II SERVICES\n\nSupport Services. {BODY}\n\nThe Company. {BODY}\n\nB. Second point. {BODY}\n"
+    )
+    headings = _headings(text)
+    ranks = {heading.title: heading.rank for heading in headings}
+    assert list(ranks) == [
+        "ARTICLE I LICENSE", "Grant of License", "Proprietary Markings", "ARTICLE II SERVICES", "Support Services"
+    ]  # fmt: skip
+    assert ranks["ARTICLE I LICENSE"] < ranks["Grant of License"]
+    # Once is a sentence, not structure.
+    once = f"1. Scope\n\n{BODY}\n\nGrant of License. {BODY}\n\n2. Price\n\n{BODY}\n"
+    assert [heading.title for heading in _headings(once)] == ["1. Scope", "2. Price"]
+
+
+def test_a_partys_name_in_bold_over_its_signature_is_no_heading() -> None:
+    text = f"1. Scope\n\n{BODY}\n\n2. Price\n\n{BODY}\n\n# ACME CORPORATION\n\nBy: __________\n"
+    marks = frozenset([text.index("# ACME")])
+    _titles, headings = detect_headings(text, font_heading_starts=marks)
+    assert [heading.title for heading in headings] == ["1. Scope", "2. Price"]
