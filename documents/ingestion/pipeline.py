@@ -87,7 +87,25 @@ def flatten_tree(
             visit(child, depth + 1, index, row)
 
     visit(root, 0, 0, None)
+    _one_passage_sections_embed_their_passage(rows)
     return rows
+
+
+def _one_passage_sections_embed_their_passage(rows: list[FlatNodeRow]) -> None:
+    """A section that holds one passage ("12.7 Severability" and its sentence) is embedded from
+    that passage: the same text, so the same vector, and no second trip through the model for
+    a "toc path: summary" that restates it. Every titled heading is a node, and one-passage
+    sections are a third of a contract's sections: their summaries were most of what ingestion
+    embedded beyond the document itself. A section a person wrote a summary for keeps it."""
+    children: dict[int, list[FlatNodeRow]] = {}
+    for row in rows:
+        if row.parent_order is not None:
+            children.setdefault(row.parent_order, []).append(row)
+    for row in rows:
+        held = children.get(row.order, [])
+        one_passage = len(held) == 1 and held[0].kind == LEAF
+        if row.kind != LEAF and row.parent_order is not None and not row.edited and one_passage:
+            row.embed_text = held[0].embed_text
 
 
 def embedding_text(*, kind: str, toc_path: str, summary: str, content: str) -> str:
