@@ -25,6 +25,7 @@ from documents.models import Collection, Document, IngestionJob, Node
 from documents.services.collections import (
     collection_create,
     collection_delete,
+    collection_owner_set,
     collection_slug_clean,
     collection_update,
 )
@@ -37,6 +38,7 @@ from documents.services.documents import (
     job_retry,
 )
 from documents.services.nodes import node_texts_clean, node_update
+from documents.user_admin import PersonAdmin  # noqa: F401  (registers the user admin)
 from openfable.admin_services import SavedByServiceMixin
 from openfable.errors import UserInputError
 
@@ -105,9 +107,7 @@ class CollectionAdmin(SavedByServiceMixin, admin.ModelAdmin):
                 name=data["name"], slug=data.get("slug", ""), owner=data.get("owner")
             )
         else:
-            collection = form.instance
-            collection.owner = data.get("owner")
-            collection.save(update_fields=["owner"])
+            collection = collection_owner_set(collection=form.instance, owner=data.get("owner"))
         # The operator's admin adds members at once, trusted like its other powers (it edits any
         # document); owners elsewhere invite, and the person accepts (documents.services.sharing).
         return collection_update(

@@ -6,3 +6,6 @@ from django.apps import AppConfig
 class DocumentsConfig(AppConfig):
     name = "documents"
     verbose_name = "Corpus"
+
+    def ready(self) -> None:
+        from documents import receivers  # noqa: F401  (connects them)

@@ -1,5 +1,6 @@
-"""Writes to collections: create, rename and share, delete; the default collection each user
-gets; and the slug rules. Every surface makes and changes collections through these functions."""
+"""Writes to collections: create, rename and share, hand to another owner, delete; the default
+collection each user gets; and the slug rules. Every surface makes and changes collections
+through these functions."""
 
 from __future__ import annotations
 
@@ -143,6 +144,32 @@ def collection_update(
         collection_members_set(collection=collection, users=members, invited_by=by, at_once=members_at_once)
     # Who may see what changed: results cached for a user must not outlive it.
     corpus_version_bump()
+    return collection
+
+
+@transaction.atomic
+def collection_owner_set(*, collection: Collection, owner: Any = None, name: str | None = None) -> Collection:
+    """Hand ``collection`` to ``owner`` (None: the operator's, like the command line's), renamed to
+    ``name`` if given. A default collection handed on becomes an ordinary one: its new owner has a
+    default of their own, or gets one on first use, and the database holds one per owner (before,
+    handing one to the operator beside the ownerless default failed on that constraint, a 500)."""
+    # Compared with the stored row, not the instance: an admin form has already set the new owner on it.
+    stored_owner_id = (
+        Collection.objects.select_for_update()
+        .filter(pk=collection.pk)
+        .values_list("owner_id", flat=True)
+        .first()
+    )
+    fields = []
+    if getattr(owner, "pk", None) != stored_owner_id:
+        collection.owner = owner
+        collection.is_default = False
+        fields += ["owner", "is_default"]
+    if name is not None and name != collection.name:
+        collection.name = name[:200]
+        fields.append("name")
+    if fields:
+        collection.save(update_fields=fields)
     return collection
 
 
