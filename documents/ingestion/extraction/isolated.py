@@ -9,6 +9,8 @@ The child is a fresh interpreter started with ``subprocess`` (``spawn_isolated``
 ``multiprocessing`` process: a Celery prefork worker's pool processes are daemonic, and
 ``multiprocessing`` refuses children to those. It gets its arguments pickled on its standard
 input and answers over a pipe of its own, so nothing a library prints can garble the answer.
+``run_isolated`` starts, times and reaps it; drawing a page for the document page
+(``pdf_pages.render_page_png_isolated``) runs through it too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -42,30 +45,21 @@ def extract_isolated(
     ``max_memory_bytes`` beyond what it holds once started, and is killed after
     ``limits.max_seconds`` (plus ``grace_seconds`` for it to start)."""
     limits = limits or ExtractionLimits()
-    child, receiver = spawn_isolated(f"{__name__}:_child", (data, filename, limits, max_memory_bytes))
-    expires = time.monotonic() + max(0.0, limits.max_seconds + grace_seconds)
     try:
-        while True:
-            if not receiver.poll(max(0.0, expires - time.monotonic())):
-                raise _too_slow(filename, limits)
-            kind, payload = receiver.recv()
-            if kind != "progress":
-                break
-            if on_progress is not None:
-                on_progress(*payload)
-    except EOFError:
-        child.wait()
-        # Killed by a signal: the kernel's OOM killer, or PDFium aborting on a failed allocation.
-        if child.returncode is not None and child.returncode < 0:
+        kind, payload = run_isolated(
+            f"{__name__}:_child",
+            (data, filename, limits, max_memory_bytes),
+            max_seconds=limits.max_seconds + grace_seconds,
+            on_progress=on_progress,
+        )
+    except ChildTooSlow:
+        raise _too_slow(filename, limits) from None
+    except ChildStopped as stopped:
+        if stopped.killed:
             raise _too_big(filename, max_memory_bytes) from None
         raise ExtractionError(
             _unreadable(filename, RuntimeError("the reader stopped")), code="corrupt"
         ) from None
-    finally:
-        receiver.close()
-        if child.poll() is None:
-            child.kill()
-        child.wait()
     if kind == "ok":
         result: Extracted = payload
         return result
@@ -73,6 +67,52 @@ def extract_isolated(
         raise _too_big(filename, max_memory_bytes)
     message, code = payload
     raise ExtractionError(message, code=code)
+
+
+class ChildTooSlow(Exception):
+    """The child gave no answer within its time; it has been killed."""
+
+
+class ChildStopped(Exception):
+    """The child ended without an answer; ``killed``: by a signal (the kernel's OOM killer, or a
+    C library aborting on a failed allocation), so most likely out of memory."""
+
+    def __init__(self, *, killed: bool) -> None:
+        super().__init__("killed by a signal" if killed else "ended without an answer")
+        self.killed = killed
+
+
+def run_isolated(
+    target: str,
+    args: tuple[Any, ...],
+    *,
+    max_seconds: float,
+    on_progress: Callable[..., None] | None = None,
+) -> tuple[str, Any]:
+    """Run ``target`` in a fresh interpreter (``spawn_isolated``) and return its answer, the
+    first message that is not ``("progress", args)`` (those go to ``on_progress``). The child is
+    killed after ``max_seconds`` (``ChildTooSlow``) and never outlives this call; one that ends
+    without answering raises ``ChildStopped``. Extraction and page drawing both run here, so
+    they share one way of starting, timing and reaping a child."""
+    child, receiver = spawn_isolated(target, args)
+    expires = time.monotonic() + max(0.0, max_seconds)
+    try:
+        while True:
+            if not receiver.poll(max(0.0, expires - time.monotonic())):
+                raise ChildTooSlow()
+            kind, payload = receiver.recv()
+            if kind != "progress":
+                return kind, payload
+            if on_progress is not None:
+                on_progress(*payload)
+    except EOFError:
+        child.wait()
+        raise ChildStopped(killed=child.returncode is not None and child.returncode < 0) from None
+    finally:
+        receiver.close()
+        if child.poll() is None:
+            child.kill()
+        child.wait()
 
 
 # The folder that holds the ``documents`` package: the child imports the reader from it.
@@ -127,7 +167,7 @@ def _child(
 
     answer: tuple[str, Any]
     try:
-        _cap_memory(max_memory_bytes)
+        cap_memory(max_memory_bytes)
         answer = (
             "ok",
             extract(
@@ -147,7 +187,7 @@ def _child(
     sender.close()
 
 
-def _cap_memory(max_memory_bytes: int) -> None:
+def cap_memory(max_memory_bytes: int) -> None:
     """The address space it has now (interpreter, libraries), plus ``max_memory_bytes``."""
     try:
         with open("/proc/self/statm", encoding="ascii") as statm:

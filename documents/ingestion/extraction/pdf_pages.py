@@ -2,7 +2,8 @@
 
 The document page shows a selected node on the original page: ``render_page_png_isolated``
 draws the page (in a child process with a memory cap and a time limit, as extraction runs: a
-page's images can be bombs too), and ``text_boxes`` finds the node's text among the page's
+page's images can be bombs too; a page too large for a bounded bitmap is drawn smaller or
+refused, ``drawing_scale``), and ``text_boxes`` finds the node's text among the page's
 characters and returns the rectangles of its lines, as fractions of the page, for the browser
 to draw over the picture.
 
@@ -14,12 +15,13 @@ to their lowercased alphanumerics, with a map back to PDFium's character indices
 from __future__ import annotations
 
 import io
+import math
 import unicodedata
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from documents.ingestion.extraction.isolated import _cap_memory, spawn_isolated
+from documents.ingestion.extraction.isolated import ChildStopped, ChildTooSlow, cap_memory, run_isolated
 
 # Letters matched at each end of the text, longest first: a shorter probe still finds a start
 # whose first words were cut differently (a heading's number, a header dropped in between).
@@ -112,15 +114,48 @@ def _find_end(page_keys: str, wanted: str, *, after: int) -> int | None:
     return None
 
 
+# The largest bitmap drawn: 60 MB in PDFium's BGR, about as much again as PIL's copy and the PNG,
+# well inside OPENFABLE_RENDER_MEMORY_MB. An A0 poster still draws at the full 1.5 pixels per
+# point (18 million pixels); a larger page is drawn smaller, to fit.
+MAX_PIXELS = 20_000_000
+# Below this many pixels per point a 12 pt letter is under a pixel high: a page so large that it
+# would fit the budget only that small is refused rather than drawn as an empty picture.
+SMALLEST_SCALE = 0.05
+_METRES_PER_POINT = 0.0254 / 72
+
+
+class RenderError(Exception):
+    """The page could not be drawn (too large, too slow, too much memory, a damaged page)."""
+
+
+def drawing_scale(width: float, height: float, *, scale: float, max_pixels: int = MAX_PIXELS) -> float:
+    """The scale to draw a ``width`` x ``height`` point page at: ``scale``, or less so that the
+    bitmap holds at most ``max_pixels``; ``RenderError`` when that is below ``SMALLEST_SCALE``.
+
+    The size is PDFium's own (``page.get_size()``), the one its bitmap is made from; the PDFium
+    here ignores ``/UserUnit`` when drawing, and one that honours it reports the larger size."""
+    area = max(width, 1.0) * max(height, 1.0)
+    fitted = min(scale, math.sqrt(max_pixels / area))
+    if fitted < SMALLEST_SCALE:
+        raise RenderError(
+            f"the page is {_length(width)} x {_length(height)} ({width:,.0f} x {height:,.0f} points), "
+            "too large to draw"
+        )
+    return fitted
+
+
 def render_page_png(source: str | bytes, page_number: int, *, scale: float) -> bytes:
-    """Page ``page_number`` (1-based) of the PDF at ``source`` (a path or the bytes) as a PNG."""
+    """Page ``page_number`` (1-based) of the PDF at ``source`` (a path or the bytes) as a PNG, at
+    ``scale`` pixels per point or less (``drawing_scale``)."""
     import pypdfium2 as pdfium
 
     document = pdfium.PdfDocument(source)
     try:
         page = document[page_number - 1]
         try:
-            image = page.render(scale=scale).to_pil()
+            width, height = page.get_size()
+            # Sized before anything is drawn: the bitmap is the one allocation a page's size decides.
+            image = page.render(scale=drawing_scale(width, height, scale=scale)).to_pil()
         finally:
             page.close()
     finally:
@@ -128,10 +163,6 @@ def render_page_png(source: str | bytes, page_number: int, *, scale: float) -> b
     out = io.BytesIO()
     image.save(out, format="PNG", optimize=False)
     return out.getvalue()
-
-
-class RenderError(Exception):
-    """The page could not be drawn (too slow, too much memory, a damaged page)."""
 
 
 def render_page_png_isolated(
@@ -142,20 +173,19 @@ def render_page_png_isolated(
     max_memory_bytes: int,
     max_seconds: float,
 ) -> bytes:
-    """``render_page_png`` in a fresh process that may allocate ``max_memory_bytes`` and is
-    killed after ``max_seconds``; ``RenderError`` when it fails."""
-    child, receiver = spawn_isolated(f"{__name__}:_child", (source, page_number, scale, max_memory_bytes))
+    """``render_page_png`` in a fresh process (``run_isolated``, as extraction runs) that may
+    allocate ``max_memory_bytes`` and is killed after ``max_seconds``; ``RenderError`` when it
+    fails."""
     try:
-        if not receiver.poll(max_seconds):
-            raise RenderError(f"drawing page {page_number} took longer than {max_seconds:g} seconds")
-        kind, payload = receiver.recv()
-    except EOFError:
-        raise RenderError(f"drawing page {page_number} stopped (out of memory?)") from None
-    finally:
-        receiver.close()
-        if child.poll() is None:
-            child.kill()
-        child.wait()
+        kind, payload = run_isolated(
+            f"{__name__}:_child", (source, page_number, scale, max_memory_bytes), max_seconds=max_seconds
+        )
+    except ChildTooSlow:
+        raise RenderError(f"drawing it took longer than {max_seconds:g} seconds") from None
+    except ChildStopped as stopped:
+        if stopped.killed:
+            raise RenderError(_too_big(max_memory_bytes)) from None
+        raise RenderError("the drawing stopped") from None
     if kind != "ok":
         raise RenderError(str(payload))
     result: bytes = payload
@@ -170,11 +200,26 @@ def _child(
 
     answer: tuple[str, Any]
     try:
-        _cap_memory(max_memory_bytes)
+        cap_memory(max_memory_bytes)
         answer = ("ok", render_page_png(source, page_number, scale=scale))
+    except RenderError as error:
+        answer = ("error", str(error))
     except MemoryError:
-        answer = ("error", f"drawing page {page_number} needs more than the memory allowed")
-    except Exception as error:
-        answer = ("error", f"page {page_number} could not be drawn ({type(error).__name__})")
+        answer = ("error", _too_big(max_memory_bytes))
+    except Exception as error:  # a damaged page: a sentence, not a traceback
+        answer = ("error", f"the page is damaged ({type(error).__name__})")
     sender.send(answer)
     sender.close()
+
+
+def _too_big(max_memory_bytes: int) -> str:
+    return f"drawing it needs more than the {max_memory_bytes // (1024 * 1024):,} MB of memory allowed"
+
+
+def _length(points: float) -> str:
+    metres = points * _METRES_PER_POINT
+    if metres >= 1000:
+        return f"{metres / 1000:,.0f} km"
+    if metres >= 1:
+        return f"{metres:,.1f} m"
+    return f"{metres * 100:,.0f} cm"

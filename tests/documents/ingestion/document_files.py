@@ -218,14 +218,47 @@ def bomb_pdf(*, inflated_bytes: int) -> bytes:
     text = b"BT /F1 12 Tf 72 720 Td (A page whose stream inflates far past its size) Tj ET\n"
     packer = zlib.compressobj(9)
     stream = packer.compress(b" " * inflated_bytes) + packer.compress(text) + packer.flush()
+    return _hand_written_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+            b"/Resources << /Font << /F1 5 0 R >> >> >>",
+            b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        ]
+    )
+
+
+def oversized_pdf(sizes: Sequence[tuple[int, int]], *, user_unit: int = 1) -> bytes:
+    """One page per ``(width, height)`` in points, each with ``/UserUnit user_unit`` and a line of
+    text halfway down, written by hand (fpdf2 keeps to sensible sizes): the largest
+    MediaBox the spec allows is 14,400 points (5 m), a writer may set any."""
+    pages = len(sizes)
+    font = 3 + 2 * pages
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Pages /Kids [%s] /Count %d >>"
+        % (b" ".join(b"%d 0 R" % (3 + 2 * index) for index in range(pages)), pages),
     ]
+    for index, (width, height) in enumerate(sizes):
+        text = b"BT /F1 12 Tf 72 %d Td (Page %d of a very large drawing, %d by %d points) Tj ET\n" % (
+            height // 2,
+            index + 1,
+            width,
+            height,
+        )
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /UserUnit %d /Contents %d 0 R "
+            b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (width, height, user_unit, 4 + 2 * index, font)
+        )
+        objects.append(b"<< /Length %d >>\nstream\n" % len(text) + text + b"\nendstream")
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    return _hand_written_pdf(objects)
+
+
+def _hand_written_pdf(objects: Sequence[bytes]) -> bytes:
+    """The objects numbered from 1 (the first the catalog), with their cross-reference table."""
     out = bytearray(b"%PDF-1.7\n")
     offsets = []
     for number, body in enumerate(objects, 1):
