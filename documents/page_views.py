@@ -3,13 +3,22 @@ disk (``OPENFABLE_PAGE_IMAGES_DIR``, default DATA_DIR/page-images), and the node
 
 The document page shows them (``documents.views``); whoever asks has already been allowed to see
 the document. Nothing here writes to the database.
+
+A page is drawn in a child process with its own memory cap and time limit
+(``OPENFABLE_RENDER_MEMORY_MB``, ``OPENFABLE_RENDER_SECONDS``), at a scale that bounds its bitmap,
+at most ``OPENFABLE_RENDER_CONCURRENCY`` at once in a process, and once: the picture is kept, and
+so is a failure (``<page>.failed`` beside it), so asking again costs nothing.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,13 +29,21 @@ from django.conf import settings
 
 from documents.ingestion.extraction.pdf_pages import Box, RenderError, render_page_png_isolated, text_boxes
 from documents.models import Document
-from openfable.errors import NotFoundError, UserInputError
+from openfable.errors import NotFoundError, ServiceUnavailableError, UserInputError
 
 # Pixels per PDF point: an A4 page is 893 x 1263 pixels, sharp enough to read beside the text.
 RENDER_SCALE = 1.5
 # A node over many pages shows its first few (a section of a long report spans dozens).
 PAGES_SHOWN = 3
 _MEGABYTE = 1024 * 1024
+# How long a request waits for a drawing slot (or for another request drawing the same page)
+# before it answers 503: a browser shows the missing picture at once instead of hanging.
+SLOT_WAIT_SECONDS = 2.0
+RETRY_AFTER_SECONDS = 5
+
+# The pages this process is drawing now, each with the event set when it is done.
+_in_flight_lock = threading.Lock()
+_in_flight: dict[Path, threading.Event] = {}
 
 
 class PageImageError(UserInputError):
@@ -34,6 +51,12 @@ class PageImageError(UserInputError):
 
     status = 422
     code = "page_not_drawn"
+
+
+class PagesBusyError(ServiceUnavailableError):
+    """Every drawing slot of this process stayed busy: try again in a moment."""
+
+    code = "pages_busy"
 
 
 @dataclass(frozen=True)
@@ -69,35 +92,37 @@ def node_page_views(*, document: Document, start: int, end: int) -> list[PageVie
 
 
 def page_image_path(*, document: Document, page: int) -> Path:
-    """The PNG of page ``page`` of the document's PDF, drawn once and then read from disk."""
+    """The PNG of page ``page`` of the document's PDF, drawn once and then read from disk.
+
+    ``PageImageError`` (422) when it cannot be drawn, at once when it failed before;
+    ``PagesBusyError`` (503) when no drawing slot frees within ``SLOT_WAIT_SECONDS``."""
     if document.format != Document.Format.PDF or not document.original:
         raise NotFoundError(f"Document {document.pk} is not a PDF: it has no page images.")
     if not any(span[0] == page for span in document.page_spans):
         raise NotFoundError(
             f"Document {document.pk} has no page {page}; its pages are 1 to {len(document.page_spans)}."
         )
-    folder = _folder(document)
-    path = folder / f"{page}.png"
-    if path.exists():
-        return path
+    path = _folder(document) / f"{page}.png"
+    deadline = time.monotonic() + SLOT_WAIT_SECONDS
+    while True:
+        if path.exists():
+            return path
+        _raise_if_failed_before(path)
+        with _in_flight_lock:
+            drawing = _in_flight.get(path)
+            if drawing is None:
+                drawing = _in_flight[path] = threading.Event()
+                break
+        # Another request of this process is drawing this page: its picture (or its failure) is
+        # this one's answer too, so six tabs asking for one page draw it once.
+        if not drawing.wait(_left(deadline)):
+            raise _busy()
     try:
-        png = render_page_png_isolated(
-            _source(document),
-            page,
-            scale=RENDER_SCALE,
-            max_memory_bytes=settings.EXTRACTION_MEMORY_MB * _MEGABYTE,
-            max_seconds=min(60.0, settings.EXTRACTION_SECONDS),
-        )
-    except RenderError as error:
-        raise PageImageError(
-            f"Page {page} could not be drawn: {error}. The text beside it is complete."
-        ) from None
-    folder.mkdir(parents=True, exist_ok=True)
-    # Written whole, then renamed: two requests drawing the same page never serve half a file.
-    handle, temporary = tempfile.mkstemp(dir=folder, suffix=".part")
-    with os.fdopen(handle, "wb") as out:
-        out.write(png)
-    os.replace(temporary, path)
+        _draw(document, page, path, deadline=deadline)
+    finally:
+        with _in_flight_lock:
+            del _in_flight[path]
+        drawing.set()
     return path
 
 
@@ -112,6 +137,74 @@ def page_images_delete(document_ids: list[int]) -> None:
 def _folder(document: Document) -> Path:
     # By id and file: a document's pages never change (its file is fixed), another's never mix in.
     return Path(settings.PAGE_IMAGES_DIR) / f"{document.pk}-{document.content_hash[:16]}"
+
+
+def _draw(document: Document, page: int, path: Path, *, deadline: float) -> None:
+    """Draw the page into ``path`` in a child process, once a drawing slot is free; remember a
+    failure beside it."""
+    slots = _drawing_slots(settings.RENDER_CONCURRENCY)
+    if not slots.acquire(timeout=_left(deadline)):
+        raise _busy()
+    try:
+        png = render_page_png_isolated(
+            _source(document),
+            page,
+            scale=RENDER_SCALE,
+            max_memory_bytes=settings.RENDER_MEMORY_MB * _MEGABYTE,
+            max_seconds=settings.RENDER_SECONDS,
+        )
+    except RenderError as error:
+        failure = PageImageError(f"Page {page} could not be drawn: {error}. The text beside it is complete.")
+        _write_whole(path.with_suffix(".failed"), _failure_record(failure.message))
+        raise failure from None
+    finally:
+        slots.release()
+    _write_whole(path, png)
+
+
+@functools.cache
+def _drawing_slots(count: int) -> threading.BoundedSemaphore:
+    """This process's drawing slots: one semaphore per value of the setting, so tests may change it."""
+    return threading.BoundedSemaphore(count)
+
+
+def _failure_record(message: str) -> bytes:
+    # With the limits it failed under: raised limits (an operator letting big pages draw) try again.
+    record = {"message": message, "memory_mb": settings.RENDER_MEMORY_MB, "seconds": settings.RENDER_SECONDS}
+    return json.dumps(record).encode()
+
+
+def _raise_if_failed_before(path: Path) -> None:
+    """The page failed under limits no lower than today's: the same answer, without drawing it again."""
+    try:
+        record = json.loads(path.with_suffix(".failed").read_bytes())
+        message = str(record["message"])
+        memory_mb, seconds = int(record["memory_mb"]), float(record["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):  # none, or unreadable: draw it
+        return
+    if memory_mb >= settings.RENDER_MEMORY_MB and seconds >= settings.RENDER_SECONDS:
+        raise PageImageError(message)
+
+
+def _busy() -> PagesBusyError:
+    return PagesBusyError(
+        f"The server is drawing other pages right now ({settings.RENDER_CONCURRENCY} at a time); "
+        f"try again in {RETRY_AFTER_SECONDS} seconds. The text beside it is complete.",
+        details={"retry_after_seconds": RETRY_AFTER_SECONDS},
+    )
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    # Written whole, then renamed: two processes drawing the same page never serve half a file.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".part")
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
+    os.replace(temporary, path)
 
 
 def _source(document: Document) -> str | bytes:

@@ -32,6 +32,7 @@ from documents.services.documents import document_create, document_delete, docum
 from openfable.errors import NotFoundError, OpenFableError, UserInputError
 from openfable.http import HtmxHttpRequest
 from openfable.llm import llm_configured
+from openfable.rate_limit import rate_limit_check
 
 PAGE_SIZE = 25
 CORPUS = "documents/corpus.html"
@@ -262,7 +263,9 @@ def document_original(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
 
 @login_required
 def document_page_image(request: HtmxHttpRequest, pk: int, page: int) -> HttpResponseBase:
-    """Page ``page`` of a PDF document as a PNG, drawn once and kept (``documents.page_views``)."""
+    """Page ``page`` of a PDF document as a PNG, drawn once and kept (``documents.page_views``).
+    Counted in the user's API rate (``openfable.rate_limit``): each drawing starts a process."""
+    rate_limit_check(user=request.user)
     document = selectors.document_get(user=request.user, pk=pk)
     response = FileResponse(
         page_image_path(document=document, page=page).open("rb"), content_type="image/png"

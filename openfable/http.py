@@ -33,9 +33,16 @@ def wants_json(request: HttpRequest) -> bool:
 
 
 def error_response(request: HttpRequest, error: OpenFableError) -> HttpResponse:
+    response: HttpResponse
     if wants_json(request):
-        return JsonResponse(error.to_dict(), status=error.status)
-    return render(request, "error.html", {"error": error}, status=error.status)
+        response = JsonResponse(error.to_dict(), status=error.status)
+    else:
+        response = render(request, "error.html", {"error": error}, status=error.status)
+    # A 429 or 503 that knows when to come back says it in the header clients and proxies read.
+    retry_after = error.details.get("retry_after_seconds")
+    if isinstance(retry_after, int) and retry_after > 0:
+        response["Retry-After"] = str(retry_after)
+    return response
 
 
 class OpenFableErrorMiddleware:

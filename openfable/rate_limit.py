@@ -4,7 +4,9 @@ OPENFABLE_API_THROTTLE_RATE holds for everyone, OPENFABLE_API_THROTTLE_RATES
 ("alice=100/minute,ci-bot=10/second") for named users. DRF's throttle keeps the count (a list of
 request times per user in the ``rate_limit`` cache, under ``throttle_user_<id>``): the REST API runs it
 on every request (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``) and the MCP server on every tool
-call (``rate_limit_check``), so a person throttled on one is throttled on the other.
+call (``rate_limit_check``), so a person throttled on one is throttled on the other. The PDF
+page pictures of the document page count too (``documents.views.document_page_image``): each
+one not drawn yet starts a process.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def rate_limit_check(*, user: Any) -> None:
         return
     seconds = max(1, math.ceil(throttle.wait() or 1))
     raise TooManyAttemptsError(
-        f"Too many requests: {throttle.rate} for you through the REST API and MCP together. "
+        f"Too many requests: {throttle.rate} for you through the REST API and MCP together "
+        "(page pictures count too). "
         f"Try again in {seconds} second{'s' if seconds != 1 else ''}.",
         code="throttled",
         details={"retry_after_seconds": seconds},

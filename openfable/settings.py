@@ -285,6 +285,12 @@ EXTRACTION_SECONDS = env.number("EXTRACTION_SECONDS", 300.0, minimum=1.0)
 EXTRACTION_MEMORY_MB = env.integer("EXTRACTION_MEMORY_MB", 2048, minimum=64)
 # The pages of uploaded PDFs drawn for the document page (documents.page_views), kept to serve again.
 PAGE_IMAGES_DIR = Path(env.string("PAGE_IMAGES_DIR", str(DATA_DIR / "page-images"))).expanduser().resolve()
+# Each is drawn in a child process (as extraction runs) killed past this many seconds or this much
+# memory of its own; at most RENDER_CONCURRENCY at once in each web process (the others wait a
+# moment, then get 503). A page that failed is remembered beside the drawn ones.
+RENDER_SECONDS = env.number("RENDER_SECONDS", 20.0, minimum=1.0)
+RENDER_MEMORY_MB = env.integer("RENDER_MEMORY_MB", 512, minimum=64)
+RENDER_CONCURRENCY = env.integer("RENDER_CONCURRENCY", 2, minimum=1)
 # A running job with no progress for this long is taken as lost (its worker died) and failed.
 JOB_STALL_SECONDS = env.integer("JOB_STALL_SECONDS", 900, minimum=60)
 # A queued job whose task never reached the broker (committed, then the broker failed or hung) is
