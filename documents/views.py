@@ -24,6 +24,7 @@ from documents import selectors
 from documents.files import original_response
 from documents.forms import UploadForm
 from documents.history_words import edit_words_of
+from documents.ingestion.heading_titles import without_heading_marks
 from documents.models import FILE_FORMATS, Document, IngestionJob
 from documents.page_views import node_page_views, page_image_path
 from documents.progress_words import progress_words
@@ -224,9 +225,9 @@ def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpRe
     tree = selectors.document_tree(document=document)
     flat = {node["id"]: node for node in _walk(tree)}
     for node in flat.values():
-        opening = document.content[node["start_char"] : node["end_char"]]
-        if document.format in FILE_FORMATS:  # its heading lines read without their "## "
-            opening = _HEADING_LINE.sub(r"\2", opening)
+        # A passage is named by its opening words, its heading lines without their "## " (a
+        # Markdown file's own marks too: the outline is a list a person reads).
+        opening = without_heading_marks(document.content[node["start_char"] : node["end_char"]])
         node["label"] = node["title"] or _opening(opening)
     # Nothing is selected until the person picks a node: the page opens on the plain text.
     selected = flat.get(node_id or -1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -110,6 +111,10 @@ def test_the_document_page_shows_the_tree_and_the_selected_node_in_the_text() ->
         reverse("documents:detail", args=[document.pk]), {"node": leaf.pk}, HTTP_HX_REQUEST="true"
     )
     assert "<html" not in fragment.content.decode() and "selected-text" in fragment.content.decode()
+    # The outline and the selected node's heading name passages without their "## " marks.
+    labels = re.findall(r'<span class="label">([^<]*)</span>', body)
+    assert labels and not any(label.lstrip().startswith("#") for label in labels), labels
+    assert not re.search(r'<h2 id="selected-heading">#', body)
 
 
 def test_tree_edits_from_the_document_page_with_history_and_undo() -> None:
