@@ -75,8 +75,8 @@ def test_upload_watch_read_and_query(
 
     guide = Document.objects.get(title="guide")
     leaves_before = guide.nodes.filter(kind="leaf").count()
-    page.get_by_role("link", name="leaf ## Eruptions").click()
-    expect(page.locator("#selected-heading")).to_contain_text("## Eruptions")
+    page.get_by_role("link", name="leaf Eruptions").click()
+    expect(page.locator("#selected-heading")).to_contain_text("Eruptions Shield volcanoes")
     page.get_by_text("Correct this node", exact=True).click()
     page.get_by_role("button", name="Split", exact=True).click()
     expect(page.get_by_text("Split in two.")).to_be_visible()
