@@ -145,7 +145,8 @@ def _line_headings(
             appendices.append(heading)
             claimed.add(content_start)
             continue
-        if _is_capitals_heading(text, start, end, next_line):
+        previous_line = text[lines[index - 1][0] : lines[index - 1][1]] if index else ""
+        if _is_capitals_heading(text, start, end, next_line, previous_line):
             found.append(Heading(content_start, end, _FONT_RANK, clean_title(line), family="caps"))
             claimed.add(content_start)
             continue
@@ -191,7 +192,7 @@ def _titles_the_attachment(text: str, heading: Heading, below: tuple[int, int]) 
     return bool(line) and line[-1] not in ".;," and is_titleish(line, max_words=10)
 
 
-def _is_capitals_heading(text: str, start: int, end: int, next_line: str) -> bool:
+def _is_capitals_heading(text: str, start: int, end: int, next_line: str, previous_line: str) -> bool:
     """ "RECITALS", "PRELIMINARY STATEMENT", "TERMS AND CONDITIONS": a short line in capitals,
     set apart by a blank line above it, with text under it; not a party's name over a signature
     ("ACME CORPORATION" above "By: ____")."""
@@ -201,7 +202,7 @@ def _is_capitals_heading(text: str, start: int, end: int, next_line: str) -> boo
         return False  # an attachment's title is read as one (see _appendix_title), or not at all
     if line.rstrip(":.") in ("CONTENTS", "TABLE OF CONTENTS"):
         return False  # the contents list's own label (its lines are dropped as contents)
-    previous = text[:start].rstrip().rsplit("\n", 1)[-1].strip()
+    previous = previous_line.strip()  # the line above (blank lines are no lines); never text[:start]
     if previous and len(previous.split()) <= 2 and NUMBERED.match(f"{previous} "):
         return False  # "ARTICLE I" / "INTERPRETATION": the title of the number above it
     blank_above = start == 0 or text[max(0, start - 2) : start] == "\n\n"
