@@ -218,7 +218,9 @@ def _is_capitals_heading(text: str, start: int, end: int, next_line: str, previo
 def _over_a_signature(next_line: str) -> bool:
     """The line under a party's name in a signature block ("By: ____", "Name:", "/s/ ...")."""
     following = next_line.strip()
-    return following.startswith(("By", "_", "Name:", "Title:", "/s/")) or "__" in following
+    # A blank to sign on ("Signature: ________"), not a blank inside a sentence ("January ___, 2016").
+    blank = "__" in following and len(following.split()) <= 4
+    return following.startswith(("By", "_", "Name:", "Title:", "/s/")) or blank
 
 
 def _rank_font_headings(line_headings: list[Heading], numbered: list[Heading]) -> None:
@@ -284,7 +286,9 @@ def _merge_empty_headings(text: str, headings: list[Heading]) -> list[Heading]:
     for heading in reversed(headings):
         following = kept[-1] if kept else None
         body = text[heading.title_end : following.start if following else len(text)]
-        standing = heading.family in ("font", "caps") and following is not None and bool(following.title)
+        standing = (
+            heading.family in ("font", "caps", "appendix") and following is not None and bool(following.title)
+        )
         if following is None or following.rank > heading.rank or re.search(r"\w", body) or standing:
             kept.append(heading)
         elif following.rank == heading.rank:

@@ -53,6 +53,7 @@ _KEYWORD_RANKS = {"part": 8.0, "chapter": 9.0, "article": 10.0, "roman": _ROMAN_
 _LETTER_RANK = 16.0
 # "A. Payment." between the top numbers and "(a)": under "4." and "4.1", above "(a)".
 _CAPITAL_RANK = 15.5
+_ROMAN_ITEM = re.compile(r"[ivx]|[IVX]")
 # A table of contents repeats the headings close together; the real ones come later.
 _TOC_GAP_CHARS = 80
 _LOWERCASE_WORD = re.compile(r"\b[a-z]{2,}\b")
@@ -264,7 +265,17 @@ def _body_start(text: str, start: int, end: int) -> int:
         if start + words[index].start() >= end:
             break
         word, following = words[index].group(), words[index + 1].group()
-        starts_sentence = word in _SENTENCE_STARTERS and following[0].islower()
+        starts_sentence = (
+            word in _SENTENCE_STARTERS
+            and following[0].islower()
+            # "Disputes Subject to Arbitration. Any ...": the opener is inside a title that runs
+            # on in capitals to the title's period, not the start of the clause's sentence.
+            and not (
+                end < len(text)
+                and text[end] in ".:"
+                and _title_runs_on(text, start + words[index].start(), end)
+            )
+        )
         subject_and_verb = word[0].isupper() and following.lower() in _CLAUSE_VERBS
         if starts_sentence or subject_and_verb:
             cut = index
@@ -280,6 +291,11 @@ def _body_start(text: str, start: int, end: int) -> int:
                 cut -= 1
             return start + words[cut].start()
     return end
+
+
+def _title_runs_on(text: str, start: int, end: int) -> bool:
+    """The words from ``start`` to the title's period read as a title ("Subject to Arbitration")."""
+    return is_titleish(text[start:end], max_words=6)
 
 
 def _next_line_title(text: str, start: int) -> tuple[str, int]:
@@ -334,6 +350,10 @@ def _lettered_runs(candidates: list[Heading]) -> list[Heading]:
         run = runs[upper]
         if run and 1 <= letter - run[-1].path[0] <= 2:
             run.append(candidate)
+            continue
+        if run and _ROMAN_ITEM.fullmatch(candidate.label.strip("()")):
+            # "(i)", "(v)", "(x)" inside "(a) ... the following: (i) ... (ii) ...": a roman item
+            # of the clause, not a letter; the lettering goes on after it.
             continue
         close(run)
         runs[upper] = [candidate] if letter == 1 else []
