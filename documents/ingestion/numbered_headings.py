@@ -25,6 +25,7 @@ NUMBERED = re.compile(
     r"|(?P<roman>[IVXL]{1,6})\.(?=\s)"
     r"|\((?P<letter>[a-zA-Z])\)(?=[ \t\u00a0])"  # "(a) Fee.": a titled sub-clause, at a line start
     r"|(?P<capital>[A-HJ-UWYZ])\.(?=[ \t\u00a0]+[A-Z])"  # "B. Payment.": the same, lettered so
+    r"|(?P<small>[a-hj-uwyz])\.(?=[ \t\u00a0]+[A-Z])"  # "a. Termination by ABG.": and so
 )
 _BEFORE_INLINE = frozenset('.:;!?)"\u201d]')
 # Longest line read whole as a numbered heading's title (see _numbered_title).
@@ -46,6 +47,9 @@ _CLAUSE_VERBS = word_set(
     "shall will may must agrees agree acknowledges acknowledge hereby is are has have represents "
     "warrants understands wishes desires intends means"
 )
+# Words of a sentence, never of a sentence-case title ("Payment is not due.").
+_SENTENCE_WORDS = _CLAUSE_VERBS | word_set("was were be been being does do not")
+_SENTENCE_CASE_WORDS = 5
 _ROMAN_RANK = 11.0
 # PART > CHAPTER > ARTICLE > "IV." > "4." > "4.1" > "4.1.2" (numbers rank by their depth).
 _KEYWORD_RANKS = {"part": 8.0, "chapter": 9.0, "article": 10.0, "roman": _ROMAN_RANK}
@@ -53,6 +57,8 @@ _KEYWORD_RANKS = {"part": 8.0, "chapter": 9.0, "article": 10.0, "roman": _ROMAN_
 _LETTER_RANK = 16.0
 # "A. Payment." between the top numbers and "(a)": under "4." and "4.1", above "(a)".
 _CAPITAL_RANK = 15.5
+# A numbering that starts again under a lettered clause sits just under that letter.
+_NESTED_STEP = 0.1
 _ROMAN_ITEM = re.compile(r"[ivx]|[IVX]")
 # A table of contents repeats the headings close together; the real ones come later.
 _TOC_GAP_CHARS = 80
@@ -70,7 +76,8 @@ def numbered_candidates(text: str, claimed: set[int]) -> list[Heading]:
         placed = line_start is not None or _after_sentence(text, match.start())
         if not (placed or _opens_first_subclause(text, match, candidates[-1] if candidates else None)):
             continue
-        if (match.group("roman") or match.group("letter") or match.group("capital")) and line_start is None:
+        lettered = match.group("letter") or match.group("capital") or match.group("small")
+        if (match.group("roman") or lettered) and line_start is None:
             continue  # "... by I. Ward", "as set out in (b) above": only at the start of a line
         candidate = _numbered_heading(text, match, line_start is not None)
         if candidate is not None:
@@ -147,7 +154,7 @@ def _numbered_heading(text: str, match: re.Match[str], line_start: bool) -> Head
     )
     marker = (
         match.group()
-        if match.group("one") or match.group("roman") or match.group("capital")
+        if match.group("one") or match.group("roman") or match.group("capital") or match.group("small")
         else match.group().rstrip(".")
     )
     if not title and match.group("kw") and line_start and not text[match.end() : after].strip(" .:"):
@@ -195,6 +202,8 @@ def _numbering(match: re.Match[str]) -> tuple[str, tuple[int, ...]]:
         return "roman", (_roman(match.group("roman")),)
     if match.group("capital"):  # "A." ranks apart from "(A)": the two may nest
         return "letter", (ord(match.group("capital")) - ord("A") + 1, 3)
+    if match.group("small"):  # "a." apart from "(a)" too
+        return "letter", (ord(match.group("small")) - ord("a") + 1, 4)
     if match.group("letter"):
         letter = match.group("letter")
         # Upper and lower case count apart: "(A)" items may sit under "(a)" or beside them.
@@ -247,6 +256,8 @@ def _numbered_title(
     if quoted or not candidate or candidate.split()[0] in _NOT_TITLE_OPENERS:
         return "", start  # '2.1 "Product" means ...', '3.1 Subject to ...': a clause, not a title
     if not is_titleish(candidate, max_words=12):
+        if stop is not None and body >= end and _sentence_case_title(text, candidate, end):
+            return clean_title(candidate), end + 1  # "1. Production days. Up to four ..."
         # "17. REGULATORY MATTERS Until execution of ...": a capitalised title before the clause.
         caps = _CAPITALS_TITLE.match(text, start)
         if caps and is_titleish(caps.group().strip(), max_words=12):
@@ -255,6 +266,22 @@ def _numbered_title(
     if body < end or not stop:
         return clean_title(candidate), body
     return clean_title(candidate), end + (1 if text[end] in ".:" else 0)
+
+
+def _sentence_case_title(text: str, candidate: str, end: int) -> bool:
+    """ "Production days. Up to four ...", "Social media posts. ABG shall ...": a short title in
+    sentence case, closed by a period before a capitalised sentence; not a short sentence of its
+    own ("Payment is due. The ...")."""
+    words = candidate.split()
+    if not (2 <= len(words) <= _SENTENCE_CASE_WORDS) or not words[0][:1].isupper():
+        return False
+    if any(word.lower().strip(",;") in _SENTENCE_WORDS or word.endswith(",") for word in words):
+        return False
+    if not all(re.fullmatch(r"[A-Za-z][\w'\u2019&/-]*", word) for word in words):
+        return False
+    return (
+        text[end : end + 1] == "." and re.match(r"[ \t]+[A-Z\"\u201c(]", text[end + 1 : end + 4]) is not None
+    )
 
 
 def _body_start(text: str, start: int, end: int) -> int:
@@ -325,25 +352,91 @@ def validated_numbering(
     kept: list[Heading] = []
     for low, high in itertools.pairwise(bounds):
         part = [c for c in candidates if low <= c.start < high]
+        letter_runs = _lettered_runs([c for c in part if c.family == "letter"])
         for family in ("part", "chapter", "article", "roman", "number"):
             members = drop_tables_of_contents([c for c in part if c.family == family])
             chain = _best_chain(members)
+            if family == "number":
+                chain, nested = _numbers_under_letters(members, chain, letter_runs)
+                kept += nested
             if len(chain) >= 2:
                 kept += chain
-        kept += _lettered_runs([c for c in part if c.family == "letter"])
+        kept += sorted((member for run in letter_runs for member in run if member.title), key=_start)
     return kept
 
 
-def _lettered_runs(candidates: list[Heading]) -> list[Heading]:
-    """Titled "(a)" sub-clauses, where they count (a), (b), (c) ... from "(a)" (one letter may be
-    missed); the lettering starts again under each clause. Untitled ones ("(a) The Company
-    shall ...") count for the run but are clauses, not headings."""
-    kept: list[Heading] = []
-    runs: dict[int, list[Heading]] = {1: [], 2: [], 3: []}  # "(a)", "(A)", "A.": counted apart
+def _start(heading: Heading) -> int:
+    return heading.start
+
+
+def _numbers_under_letters(
+    members: list[Heading], chain: list[Heading], letter_runs: list[list[Heading]]
+) -> tuple[list[Heading], list[Heading]]:
+    """ "5. Consideration" > "A. Cash Payment" > "1. ... 2. Wire Instructions ... 8. Taxes" >
+    "B. Award" > "6. Warranties": a numbering that starts again at 1 under a lettered clause.
+
+    The top chain alone may take the inner "6." for the outer one. A lettered run counts on
+    under one clause only, so a top number found between two of its letters is an inner one: it
+    leaves the chain, which is counted again. Then the runs from "1." inside each letter's span
+    are headings one level under that letter (the titled ones; the untitled count for the run).
+    Returns the top chain and the inner headings."""
+    if not letter_runs:
+        return chain, []
+    single = [member for member in members if len(member.path) == 1]
+    inner: set[int] = set()
+    for run in letter_runs:
+        for before, after in itertools.pairwise(run):
+            between = [c for c in chain if len(c.path) == 1 and before.start < c.start < after.start]
+            if between and any(m.path == (1,) and before.start < m.start < between[0].start for m in single):
+                inner.update(id(c) for c in between)
+    if inner:
+        chain = _best_chain([member for member in members if id(member) not in inner])
+    in_chain = {id(member) for member in chain}
+    letters = [member for run in letter_runs for member in run]
+    nested: list[Heading] = []
+    for run in letter_runs:
+        for letter in run:
+            # The letter's span ends at the next top number or letter of its rank or above ("(A)"
+            # items inside "A. Cash Payment" do not end it).
+            bounds = [c.start for c in chain] + [m.start for m in letters if m.rank <= letter.rank]
+            end = min((start for start in bounds if start > letter.start), default=None)
+            inside = [
+                m
+                for m in single
+                if id(m) not in in_chain and m.start > letter.start and (end is None or m.start < end)
+            ]
+            counted = _counted_from_one(inside)
+            if len(counted) >= 2:
+                for member in counted:
+                    if member.title:
+                        member.rank = letter.rank + _NESTED_STEP
+                        nested.append(member)
+    return chain, nested
+
+
+def _counted_from_one(candidates: list[Heading]) -> list[Heading]:
+    """The run "1.", "2.", "3." ... from the first "1." (one number may be missed)."""
+    run: list[Heading] = []
+    for candidate in candidates:
+        value = candidate.path[0]
+        if not run:
+            if value == 1:
+                run.append(candidate)
+        elif 1 <= value - run[-1].path[0] <= 2:
+            run.append(candidate)
+    return run
+
+
+def _lettered_runs(candidates: list[Heading]) -> list[list[Heading]]:
+    """Runs of "(a)" sub-clauses that count (a), (b), (c) ... from "(a)" (one letter may be
+    missed); the lettering starts again under each clause. The titled members are headings;
+    untitled ones ("(a) The Company shall ...") count for the run but are clauses."""
+    kept: list[list[Heading]] = []
+    runs: dict[int, list[Heading]] = {1: [], 2: [], 3: [], 4: []}  # "(a)", "(A)", "A.", "a.": apart
 
     def close(run: list[Heading]) -> None:
         if len(run) >= 2:
-            kept.extend(member for member in run if member.title)
+            kept.append(run)
 
     for candidate in candidates:
         letter, upper = candidate.path
@@ -359,7 +452,7 @@ def _lettered_runs(candidates: list[Heading]) -> list[Heading]:
         runs[upper] = [candidate] if letter == 1 else []
     for run in runs.values():
         close(run)
-    return sorted(kept, key=lambda heading: heading.start)
+    return kept
 
 
 def drop_tables_of_contents(candidates: list[Heading]) -> list[Heading]:

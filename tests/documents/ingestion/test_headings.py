@@ -578,3 +578,61 @@ def test_a_partys_name_in_bold_over_its_signature_is_no_heading() -> None:
     marks = frozenset([text.index("# ACME")])
     _titles, headings = detect_headings(text, font_heading_starts=marks)
     assert [heading.title for heading in headings] == ["1. Scope", "2. Price"]
+
+
+def test_a_numbering_that_starts_again_under_a_letter_sits_under_that_letter() -> None:
+    inner = "".join(f"{n}. {name}. {BODY}\n\n" for n, name in enumerate(["Wire", "Deductions", "Taxes"], 1))
+    inner += f"4. Union Fees. {BODY}\n\n5. Development. {BODY}\n\n"
+    text = (
+        f"1. Scope. {BODY}\n\n2. Payments. {BODY}\n\nA. Cash Payment.\n\n{inner}"
+        f"B. Stock Award. {BODY}\n\n3. Warranties. {BODY}\n\n4. Termination. {BODY}\n\n5. Notices. {BODY}\n"
+    )
+    ranks = {heading.title: heading.rank for heading in _headings(text)}
+    # The inner "4." and "5." are not taken for the outer ones: the letters A and B count on
+    # around them, so they lie inside "A.".
+    assert ranks["4. Termination"] == ranks["5. Notices"] == ranks["2. Payments"]
+    assert ranks["A. Cash Payment"] < ranks["1. Wire"] == ranks["4. Union Fees"] == ranks["5. Development"]
+    assert ranks["B. Stock Award"] == ranks["A. Cash Payment"]
+
+
+def test_roman_items_inside_a_lettered_clause_do_not_end_its_run() -> None:
+    text = (
+        f"1. Warranties.\n\n(a) By the Team. The Team warrants the following:\n\n(i) {BODY}\n\n(ii) {BODY}\n\n"
+        f"(b) By the Sponsor. The Sponsor warrants the following:\n\n(i) {BODY}\n\n2. Term. {BODY}\n"
+    )
+    titles = [heading.title for heading in _headings(text)]
+    assert titles == ["1. Warranties", "(a) By the Team", "(b) By the Sponsor", "2. Term"]
+
+
+def test_short_titles_in_sentence_case_and_small_letters_are_headings() -> None:
+    text = (
+        f"1. Services.\n\nA. Service Days. {BODY}\n\n1. Production days. Up to four days. {BODY}\n\n"
+        f"2. Personal appearances. CELEBRITY shall appear. {BODY}\n\nB. Social media posts. {BODY}\n\n"
+        f"2. Termination.\n\na. Termination by the Company. {BODY}\n\nb. Termination by ABG. {BODY}\n\n"
+        f"3. Payment is due. The fee is paid monthly. {BODY}\n\n4. Notices. {BODY}\n"
+    )
+    titles = [heading.title for heading in _headings(text)]
+    assert "1. Production days" in titles and "2. Personal appearances" in titles
+    assert "B. Social media posts" in titles
+    assert "a. Termination by the Company" in titles and "b. Termination by ABG" in titles
+    # A short sentence of its own is no title.
+    assert "3. Payment is due" not in titles
+
+
+def test_a_blank_inside_a_sentence_is_no_signature_line() -> None:
+    text = (
+        f"1. Parties\n\n{BODY}\n\n# 2. Scope\n\nThis agreement is dated January ___, 2016 and {BODY}\n\n"
+        f"3. Term\n\n{BODY}\n"
+    )
+    marks = frozenset([text.index("# 2. Scope")])
+    _titles, headings = detect_headings(text, font_heading_starts=marks)
+    assert [heading.title for heading in headings] == ["1. Parties", "2. Scope", "3. Term"]
+
+
+def test_an_empty_attachment_before_the_next_one_keeps_both_titles() -> None:
+    text = (
+        f"1. Scope\n\n{BODY} {BODY}\n\n2. Price\n\n{BODY} {BODY}\n\nExhibit 3 Business Plan\n\n"
+        f"Exhibit 4 QUALITY AGREEMENT\n\n{BODY}\n"
+    )
+    titles = [heading.title for heading in _headings(text)]
+    assert titles[-2:] == ["Exhibit 3 Business Plan", "Exhibit 4 QUALITY AGREEMENT"]
