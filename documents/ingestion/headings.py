@@ -286,8 +286,12 @@ def _merge_empty_headings(text: str, headings: list[Heading]) -> list[Heading]:
     for heading in reversed(headings):
         following = kept[-1] if kept else None
         body = text[heading.title_end : following.start if following else len(text)]
+        # "Section 3. [Reserved.]" before "Section 4. Fees": a numbered part of its own too.
+        titled_number = bool(heading.path) and bool(heading.title)
         standing = (
-            heading.family in ("font", "caps", "appendix") and following is not None and bool(following.title)
+            (heading.family in ("font", "caps", "appendix") or titled_number)
+            and following is not None
+            and bool(following.title)
         )
         if following is None or following.rank > heading.rank or re.search(r"\w", body) or standing:
             kept.append(heading)
