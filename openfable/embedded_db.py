@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 # The server's settings of our own, in a file the cluster's postgresql.conf includes, written
 # before each start (``_settings_write``). PostgreSQL's default buffer cache (128 MB) holds a
 # tenth of the HNSW index of a million nodes: every query then copied index pages in from the
-# kernel's cache, which cost a 1M-node query more than all the rest of its vector search (README,
+# kernel's cache, which cost a 1M-node query more than all the rest of its vector search (docs/benchmarks.md,
 # "Synthetic corpora"). A quarter of the memory, PostgreSQL's documented starting point, within
 # [SHARED_BUFFERS_MIN_MB, SHARED_BUFFERS_MAX_MB]; OPENFABLE_EMBEDDED_SHARED_BUFFERS_MB sets it.
 # The kernel hands the pages over as they are first used: a small corpus never takes them.

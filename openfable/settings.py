@@ -1,6 +1,6 @@
 """Django settings for OpenFable.
 
-Every knob is an ``OPENFABLE_*`` environment variable (table in README.md). A wrong value
+Every knob is an ``OPENFABLE_*`` environment variable (tables in docs/configuration.md). A wrong value
 does not crash the import: ``openfable.checks`` reports it through Django's system checks,
 naming the variable and the fix.
 """
@@ -182,7 +182,7 @@ if BROKER_URL.startswith("filesystem://"):
         "control_folder": str(CELERY_BROKER_DIR / "control"),
         # How long a worker waits before it looks in the folder again. kombu's default (1 s) is
         # also its wait whenever its prefetch is full, which held a worker to about two messages
-        # a second (10,000 uploads: over an hour of queue); see README "Reliability".
+        # a second (10,000 uploads: over an hour of queue); see docs/benchmarks.md, "Broker".
         "polling_interval": env.number("BROKER_POLLING_SECONDS", 0.02, minimum=0.005, maximum=10),
     }
 elif BROKER_URL.startswith(("redis://", "rediss://", "redis+socket://")):

@@ -104,7 +104,7 @@ def start_embedding(embedder: Embedder, *, query: str, titles: Sequence[str]) ->
     batch; see ``retrieval.query_vectors``). A remote embedder answers in the background while
     the document-level lexical path runs in the database. The local model computes now: it
     already spreads over every core (OpenMP), and sharing them with the lexical path slowed both
-    on 2 cores (README, "Latency on real corpora": overlap did not pay)."""
+    on 2 cores (docs/benchmarks.md, "Latency on real corpora": overlap did not pay)."""
     if getattr(embedder, "uses_every_core", False):
         done: Future[QueryVectors] = Future()
         done.set_result(embed_query_vectors(embedder, query, list(titles)))
@@ -192,7 +192,7 @@ def lexical_documents(
             detail["name_weights"] = {term: round(w, 3) for term, w in sorted(term_weights.items())}
     if words.source_terms:
         # Most of DragonBall's queries open so; the gain and its cost at larger budgets are
-        # the README's vector-source-words row (a weight of 0.5 instead of 0 kept half of it).
+        # the vector-source-words row of docs/benchmarks.md (a weight of 0.5 instead of 0 kept half of it).
         term_weights.update(dict.fromkeys(words.source_terms, 0.0))
         detail["source_terms"] = words.source_terms
     return LexicalDocuments(
@@ -238,7 +238,7 @@ def _document_rows(where: str, params: list[Any], *, order_limit: int | None = N
     """(id, title, token_count, root_id, has_excluded) of the documents ``where`` (a condition on
     those columns) selects; with ``order_limit``, the first that many by id. A document excluded
     from retrieval as a whole has no root here: nothing to search. Plain SQL: this runs on every
-    query, and the ORM's compilation of its subqueries took most of its time (README, "Latency on
+    query, and the ORM's compilation of its subqueries took most of its time (docs/benchmarks.md, "Latency on
     real corpora": plain SQL on the hot path)."""
     document_table = connection.ops.quote_name(Document._meta.db_table)
     node_table = connection.ops.quote_name(Node._meta.db_table)

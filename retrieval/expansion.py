@@ -39,7 +39,7 @@ Definitions (d(v) is the depth of v, root = 0; δ is ``ExpansionWeights.decay``)
 
 Defaults α = β = γ = 1/3 and δ = 0.8 (``ExpansionWeights``). With the defaults and s in
 [0, 1], S(v) is in [0, 1]. Everything is one top-down and one bottom-up pass: O(n).
-"""  # noqa: RUF002 -- the Greek letters are the paper's notation, kept for the README
+"""  # noqa: RUF002 -- the Greek letters are the paper's notation, kept for docs/how-it-works.md
 
 from __future__ import annotations
 

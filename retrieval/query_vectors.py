@@ -9,7 +9,7 @@ ranks by the query with the named titles' direction partly taken out of its vect
 
 This replaced embedding the query's text without the titles as a second text. That cost as much
 as the query itself again (the local model's time grows with the tokens) and ranked no better:
-the README's "Latency on real corpora" and "Recall" sections hold the measurements. A title is embedded once (as a query, like the query it sits
+docs/benchmarks.md's "Latency on real corpora" and "Recall" sections hold the measurements. A title is embedded once (as a query, like the query it sits
 in) and kept in the retrieval cache, keyed by the embedding model and the title's text, so a
 renamed document or a new model never reuses a stale vector.
 """

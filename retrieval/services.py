@@ -114,7 +114,7 @@ __all__ = [
 ]
 
 # The node level ranks by (the query without the titles it names) + this share of the whole query:
-# 0.5 kept CUAD's gain and DragonBall's Summary questions, which 0 lost (README, "Recall" and
+# 0.5 kept CUAD's gain and DragonBall's Summary questions, which 0 lost (docs/benchmarks.md, "Recall" and
 # "Measured and not kept").
 PASSAGE_QUERY_KEEP = 0.5
 
@@ -122,7 +122,7 @@ PASSAGE_QUERY_KEEP = 0.5
 def document_path_weights(query_settings: QuerySettings) -> dict[str, float]:
     """Fusion weights of the document-level paths. The lexical weight is a setting
     (OPENFABLE_RETRIEVAL_LEXICAL_WEIGHT, default 2: on DragonBall and CUAD it found the gold
-    documents that the vector path ranked below others, see the README's benchmark section)."""
+    documents that the vector path ranked below others, see docs/benchmarks.md)."""
     return {VECTOR: 1.0, LEXICAL: query_settings.lexical_weight, LLM_SELECT: 1.0}
 
 
@@ -440,7 +440,7 @@ def _passage_vector(
     ``PASSAGE_QUERY_KEEP`` of the whole query's, and its lexical terms are those of the query
     without the titles' words (``take_out_titles``). (Measured alternatives, both worse: the rest
     alone, and ranking only the leaves so with the internal nodes by the whole query; the
-    README's "Recall" section has the ablations.)
+    docs/benchmarks.md's "Ablations" section has them.)
     """
     if embedded.passage is None or not any(titles[pk] in named_titles for pk in selected):
         return None

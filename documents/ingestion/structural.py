@@ -74,7 +74,8 @@ _INSIDE_BLOCK_SIMILARITY = 1.0
 # natural chunk, and its vector is already computed; a leaf of two blocks must be embedded again.
 # Neighbouring paragraphs merge only when one is very short or they are very alike: on the bench
 # datasets 1.5 (instead of 0.4) cut most of the embedding the pipeline adds to the bare embedding
-# of the nodes, with the same retrieval quality (README, `bench-ingest`: the pipeline against bare embedding).
+# of the nodes, with the same retrieval quality (docs/benchmarks.md, "Ingestion speed": the pipeline
+# against bare embedding).
 _WHOLE_BLOCK_BONUS = 1.5
 
 

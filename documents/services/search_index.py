@@ -11,7 +11,7 @@ What a query's document-level BM25 reads (``retrieval.paths.lexical``), kept her
 
 The last two are sums over the first two, kept by adding what changed rather than counted per
 query: at a million nodes, counting a common term's holders and the scope's length cost a query
-more than everything else it did (README, "Synthetic corpora"). A change is a signed difference
+more than everything else it did (docs/benchmarks.md, "Synthetic corpora"). A change is a signed difference
 added with ``INSERT ... ON CONFLICT DO UPDATE``. Writers of one collection's index take a lock
 on it first (``_COLLECTIONS_LOCK_SQL``) and hold it to their commit: two of them otherwise lock the
 same dictionary rows in different orders across their statements, and deadlock. They were already

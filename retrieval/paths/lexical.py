@@ -29,7 +29,7 @@ Two levels, two notions of "document":
 Common terms at the document level (``common_term_cutoff``). A word that most documents of a
 large scope hold says little about which document a query is about, and its postings are what
 cost: on the 1M-node synthetic corpus every word is in about two thirds of the 10,000 documents,
-so a five-word query read some 35,000 postings (README, "Synthetic corpora"). As search engines
+so a five-word query read some 35,000 postings (docs/benchmarks.md, "Synthetic corpora"). As search engines
 do for common terms (Lucene's common-terms query, Elasticsearch's ``cutoff_frequency``), a term
 held by more than ``common_term_cutoff(N)`` documents in scope -- at least
 ``COMMON_TERM_MIN_DOCUMENTS``, and ``COMMON_TERM_SHARE`` of N -- does not select documents: the
@@ -208,7 +208,7 @@ def searchable_documents_sql(
     """SQL (and its parameters) of (id, length) of the documents a query can search
     (``SearchableDocument``: those holding a root not excluded from retrieval) among these
     documents, or of these collections, read through its primary key or its collection's index.
-    Plain SQL, as the rest: the ORM's compilation of it cost as much as running it (README,
+    Plain SQL, as the rest: the ORM's compilation of it cost as much as running it (docs/benchmarks.md,
     "Latency on real corpora")."""
     searchable_table = connection.ops.quote_name(SearchableDocument._meta.db_table)
     in_scope, params = documents_condition(
@@ -377,7 +377,7 @@ def node_scores(
     a root's title is its document's, which the query names to route to it (the document level's
     job); scored here, it out-scored every passage and, as the best score every other is divided
     by, flattened their differences (CUAD recall fell by points when roots took the documents'
-    titles; README, "Querying"). ``term_weights``: see ``bm25``."""
+    titles; docs/how-it-works.md, "Querying"). ``term_weights``: see ``bm25``."""
     if not terms or not document_ids:
         return LexicalScores({}, 0)
     node_table = connection.ops.quote_name(Node._meta.db_table)

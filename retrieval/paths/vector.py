@@ -48,7 +48,7 @@ from retrieval.scope import documents_condition
 EF_SEARCH_MIN = 40  # pgvector's default: never search a thinner beam than the stock setting
 EF_SEARCH_MAX = 1000  # pgvector's upper bound for hnsw.ef_search
 # Below this many nodes in the filtered scope, an exact scan is never starved and cheap enough:
-# it grows with the scope (not the corpus): README, "Latency on real corpora" (the vector stage).
+# it grows with the scope (not the corpus): docs/benchmarks.md, "Latency on real corpora" (the vector stage).
 EXACT_SCAN_MAX_NODES = 20_000
 # A scope this large that is also this share of the corpus tries the index first: a beam of
 # EF_SEARCH_MAX then holds a few hundred of its nodes. Measured on CUAD (a third of the corpus's
@@ -329,7 +329,7 @@ def nodes_with_similarity(*, document_ids: Sequence[int], query_vector: np.ndarr
 
     The leaf text (``content``) stays in the database: chunk text is sliced from the document.
     Plain SQL: the ORM's compilation and vector conversion took a quarter of this call's time
-    (README, "Latency on real corpora": plain SQL on the hot path).
+    (docs/benchmarks.md, "Latency on real corpora": plain SQL on the hot path).
     """
     table = connection.ops.quote_name(Node._meta.db_table)
     with connection.cursor() as cursor:

@@ -2,7 +2,7 @@
 
 The embedded Redis server (``make run``'s broker) hands a worker each message as it arrives: one
 worker drains hundreds of no-op messages a second, several times the filesystem transport it
-replaced (README, "Broker"). With kombu's default polling interval (1 s) the filesystem transport
+replaced (docs/benchmarks.md, "Broker"). With kombu's default polling interval (1 s) the filesystem transport
 drained about two a second."""
 
 from __future__ import annotations

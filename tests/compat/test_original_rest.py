@@ -5,7 +5,7 @@ commit), the nine tests of ``TestDocumentEndpoints``, ``TestQueryEndpoint`` and
 ``TestHealthEndpoint``, making the same requests in the same order. Changed only as the issue
 allows: a token on every request (the original had no users) and integer ids (the original's
 were UUIDs). Where this server answers otherwise, the original's assertion is kept in a comment
-and the test asserts this server's answer; each such difference is listed in the README's
+and the test asserts this server's answer; each such difference is listed in docs/rest-api.md's
 section for users of the original API ("Coming from the original OpenFable API").
 """
 
