@@ -189,6 +189,8 @@ def _titles_the_attachment(text: str, heading: Heading, below: tuple[int, int]) 
     if len(heading.title.split()) > 2 or text.count("\n", heading.title_end, below[0]) > 2:
         return False
     line = text[below[0] : below[1]].strip(" \t*_#")
+    if NUMBERED.match(line) or _appendix_title(line, below[0]):
+        return False  # "3. HOSTING SERVICES" under the last line of a list of appendices
     return bool(line) and line[-1] not in ".;," and is_titleish(line, max_words=10)
 
 

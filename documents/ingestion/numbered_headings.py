@@ -481,10 +481,21 @@ def _drop_close_runs(candidates: list[Heading]) -> list[Heading]:
     for index in range(len(candidates) + 1):
         if index < len(candidates) and close[index]:
             continue
-        if index - run_start + 1 >= _TOC_RUN:
+        run = candidates[run_start : index + 1]
+        if len(run) >= _TOC_RUN and _listed_again(run, candidates[index + 1 :]):
             drop.update(range(run_start, index + 1))
         run_start = index + 1
     return [c for index, c in enumerate(candidates) if index not in drop]
+
+
+def _listed_again(run: list[Heading], later: list[Heading]) -> bool:
+    """A table of contents lists numbered headings that come again in the body; a run of close
+    ones that never recur is the body itself ("8.3 [***]", "9. PRICES", "9.1 Costs", "9.1.1 ...").
+    A run of attachment names ("Appendix 1 ...", "Appendix 2 ...") is a list either way."""
+    if not all(heading.path for heading in run):
+        return True
+    paths = {heading.path for heading in later}
+    return sum(heading.path in paths for heading in run) * 2 >= len(run)
 
 
 def _best_chain(candidates: list[Heading]) -> list[Heading]:

@@ -636,3 +636,22 @@ def test_an_empty_attachment_before_the_next_one_keeps_both_titles() -> None:
     )
     titles = [heading.title for heading in _headings(text)]
     assert titles[-2:] == ["Exhibit 3 Business Plan", "Exhibit 4 QUALITY AGREEMENT"]
+
+
+def test_close_numbered_headings_that_never_recur_are_the_body_not_a_contents_list() -> None:
+    text = (
+        f"8. COOPERATION\n\n8.1 {BODY}\n\n8.2 [***]\n\n9. PRICES AND BILLING\n\n9.1 Costs\n\n9.1.1 {BODY}\n\n"
+        f"9.1.2 {BODY}\n\n9.2 Charging\n\n9.2.1 {BODY}\n\n10. NOTICES\n\n{BODY}\n"
+    )
+    titles = [heading.title for heading in _headings(text)]
+    assert "9. PRICES AND BILLING" in titles and "9.1 Costs" in titles
+
+
+def test_a_numbered_heading_under_a_list_of_appendices_is_no_appendix_title() -> None:
+    listed = "".join(f"Appendix {n} Schedule of item {n}\n" for n in range(1, 6))
+    text = (
+        f"1. Scope\n\n{BODY} {BODY}\n\n2. Appendices\n\nThe appendices form part of it:\n\n{listed}"
+        f"Appendix 6 ** *\n\n3. HOSTING SERVICES\n\n{BODY}\n\n4. Term\n\n{BODY}\n"
+    )
+    titles = [heading.title for heading in _headings(text)]
+    assert "3. HOSTING SERVICES" in titles
