@@ -299,7 +299,9 @@ def _merge_empty_headings(text: str, headings: list[Heading]) -> list[Heading]:
             kept.append(heading)
         elif following.rank == heading.rank:
             following.start = heading.start
-            if not following.path:  # "Physical Examination:" names what follows; "1." does not
+            # "Physical Examination:" names what follows; "1." does not, and an untitled "16."
+            # under "COMPENSATION" takes the heading's name.
+            if not following.path or not following.title:
                 following.title = heading.title or following.title
     return kept[::-1]
 

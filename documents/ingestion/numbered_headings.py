@@ -57,6 +57,9 @@ _KEYWORD_RANKS = {"part": 8.0, "chapter": 9.0, "article": 10.0, "roman": _ROMAN_
 _LETTER_RANK = 16.0
 # "A. Payment." between the top numbers and "(a)": under "4." and "4.1", above "(a)".
 _CAPITAL_RANK = 15.5
+# "21. " before "a. Confidentiality", alone at its line's start.
+_CLAUSE_NUMBER_BEFORE = re.compile(r"(?:^|(?<=\n))[ \t]*(?P<number>\d{1,2}\.)[ \t]+", re.MULTILINE)
+_CLAUSE_NUMBER_CHARS = 10
 # A numbering that starts again under a lettered clause sits just under that letter.
 _NESTED_STEP = 0.1
 _ROMAN_ITEM = re.compile(r"[ivx]|[IVX]")
@@ -71,6 +74,8 @@ def numbered_candidates(text: str, claimed: set[int]) -> list[Heading]:
     candidates: list[Heading] = []
     for match in NUMBERED.finditer(text):
         line_start = _line_content_start(text, match.start())
+        if line_start is None and match.group("small"):
+            line_start = _after_clause_number(text, match.start())  # "21. a. Confidentiality."
         if line_start in claimed:
             continue
         placed = line_start is not None or _after_sentence(text, match.start())
@@ -99,6 +104,14 @@ def _line_content_start(text: str, position: int) -> int | None:
     while text[cursor] in " \t\u00a0":
         cursor += 1
     return cursor
+
+
+def _after_clause_number(text: str, position: int) -> int | None:
+    """Where the line starts when only a clause number stands before ``position`` on it
+    ("21. a. Confidentiality.": the first lettered sub-clause of clause 21, on its line)."""
+    window = max(0, position - _CLAUSE_NUMBER_CHARS)  # never the whole line back: a long line
+    found = _CLAUSE_NUMBER_BEFORE.search(text, window, position)
+    return found.start("number") if found is not None and found.end() == position else None
 
 
 def _opens_first_subclause(text: str, match: re.Match[str], parent: Heading | None) -> bool:

@@ -655,3 +655,17 @@ def test_a_numbered_heading_under_a_list_of_appendices_is_no_appendix_title() ->
     )
     titles = [heading.title for heading in _headings(text)]
     assert "3. HOSTING SERVICES" in titles
+
+
+def test_lettered_sub_clauses_after_their_clause_number_and_a_part_name_over_an_untitled_clause() -> None:
+    text = (
+        f"1. Scope. {BODY}\n\n2. Term. {BODY}\n\n# CONFIDENTIALITY\n\n3. a. Confidentiality. {BODY}\n\n"
+        f"3. b. Notification obligation. {BODY}\n\n3. c. Survival. {BODY}\n\n"
+        f"# INDEMNIFICATION\n\n4. In connection with the offer, {BODY}\n\n5. Governing law. {BODY}\n"
+    )
+    marks = frozenset(match.start() for match in re.finditer(r"(?m)^# ", text))
+    _titles, headings = detect_headings(text, font_heading_starts=marks)
+    titles = [heading.title for heading in headings]
+    assert "a. Confidentiality" in titles and "b. Notification obligation" in titles
+    # The untitled "4." under the part's name: one section, named by the part.
+    assert "INDEMNIFICATION" in titles
