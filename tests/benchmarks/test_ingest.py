@@ -71,6 +71,7 @@ def test_bench_ingest_prints_a_table_and_cleans_up(shared_dir: Path, tmp_path: P
     row = json.loads(json_path.read_text())["rows"][0]
     assert row["documents"] == 2 and row["failed"] == 0 and row["nodes"] > 2
     assert row["baseline_embed_s"] > 0 and row["overhead"] > 0
+    assert row["one_pass_s"] > 0 and row["job_per_one_pass"] > 0, "one pass over the passages, timed"
     assert row["embed_s"] > 0 and row["build_s"] > 0, "the jobs' own stage timings are summed"
     assert not Collection.objects.exists(), "the throw-away collection is deleted"
 
