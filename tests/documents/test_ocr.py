@@ -165,7 +165,8 @@ def test_a_language_tesseract_lacks_fails_the_job_saying_what_to_install(
 
 
 def test_each_page_recognised_is_reported_and_said_on_the_corpus_page(file_storage: Path) -> None:
-    document = _upload(scanned_pdf(), "harvest.pdf")
+    owner = UserFactory.create()
+    document = _upload(scanned_pdf(), "harvest.pdf", owner)
     read: list[tuple[int, int]] = []
     recognised: list[tuple[int, int]] = []
     document_extract(
@@ -176,7 +177,6 @@ def test_each_page_recognised_is_reported_and_said_on_the_corpus_page(file_stora
     assert read[-1] == (3, 3) and recognised == [(0, 3), (1, 3), (2, 3), (3, 3)]
 
     # A job in that stage, as the worker records it: the corpus page says which page it is on.
-    owner = document.collection.owner
     IngestionJob.objects.filter(document=document).update(
         status="running",
         stage="recognising",
