@@ -61,7 +61,8 @@ def extract_isolated(
             (data, filename, limits, max_memory_bytes, ocr),
             max_seconds=limits.max_seconds + grace_seconds,
             on_progress=on_progress,
-            listeners={"recognising": on_recognise} if on_recognise is not None else None,
+            # Always heard, so that it is never taken for the answer.
+            listeners={"recognising": on_recognise or _ignore},
             # The child asks for the OCR's time once it knows how many pages need it; never
             # more than every page allowed would take.
             max_more_seconds=ocr.seconds_per_page * limits.max_pages if ocr is not None else 0.0,
@@ -81,6 +82,10 @@ def extract_isolated(
         raise _too_big(filename, max_memory_bytes)
     message, code = payload
     raise ExtractionError(message, code=code)
+
+
+def _ignore(*_: object) -> None:
+    return None
 
 
 class ChildTooSlow(Exception):

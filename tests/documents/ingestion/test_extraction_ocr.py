@@ -100,3 +100,8 @@ def test_a_missing_language_is_named_with_its_package() -> None:
     assert tesseract_missing(OCR) == ""
     missing = tesseract_missing(OcrOptions(languages=("eng", "xqz")))
     assert "Tesseract has no xqz language data (apt-get install tesseract-ocr-xqz)" in missing
+
+
+def test_the_isolated_reader_reads_a_scan_with_no_one_listening_to_its_pages() -> None:
+    extracted = extract_isolated(scanned_pdf(SCANNED_PAGES[:1]), filename="scan.pdf", ocr=OCR)
+    assert extracted.recognised_pages == (1,) and _found(SCANNED_PAGES[0][0], extracted.text)
