@@ -189,3 +189,51 @@ def test_each_page_recognised_is_reported_and_said_on_the_corpus_page(file_stora
     client = Client()
     client.force_login(owner)
     assert "Recognising text: page 2 of 3" in client.get(reverse("documents:home")).content.decode()
+
+
+def test_an_export_carries_the_pages_read_by_ocr_and_their_text_layer(file_storage: Path) -> None:
+    import io
+    import json
+
+    from documents.services import backup, backup_format
+
+    source = CollectionFactory.create(slug="scans")
+    document = document_create(
+        collection=source, content=mixed_pdf(), source_filename="letter.pdf", queue=False
+    ).document
+    assert job_run_now(document_id=document.pk).succeeded  # type: ignore[union-attr]
+    document.refresh_from_db()
+    out = io.StringIO()
+    backup.collection_export(collection=source, out=out)
+    header, line = out.getvalue().splitlines()
+    entry = json.loads(line)
+    assert entry["recognised_pages"] == [2]
+
+    restored = backup.collection_import(lines=[header, line], slug="restored", name="Restored")
+    copy = Document.objects.get(collection=restored.collection)
+    assert copy.recognised_pages == [2] and copy.text_layer.name != document.text_layer.name
+    with copy.text_layer.open("rb") as mine, document.text_layer.open("rb") as theirs:
+        assert mine.read() == theirs.read()
+    assert document_present(copy)["ocr_note"] == document_present(document)["ocr_note"]
+
+    for damaged, fragment in (
+        ({**entry, "recognised_pages": [9]}, "must be a list of its pages"),
+        ({**entry, "text_layer": {**entry["text_layer"], "sha256": "0" * 64}}, "does not match its sha256"),
+    ):
+        with pytest.raises(backup_format.BackupFileError, match=fragment):
+            backup.collection_import(lines=[header, json.dumps(damaged)], slug="refused")
+
+
+def test_reading_the_file_again_replaces_its_text_layer(
+    file_storage: Path, django_capture_on_commit_callbacks: Any
+) -> None:
+    from documents.services.documents import document_reindex
+
+    document = _indexed(scanned_pdf(SCANNED_PAGES[:1]), "harvest.pdf")
+    first = Path(document.text_layer.path)
+    document_reindex(document=document, queue=False)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert job_run_now(document_id=document.pk).succeeded  # type: ignore[union-attr]
+    document.refresh_from_db()
+    assert Path(document.text_layer.path).is_file() and document.recognised_pages == [1]
+    assert Path(document.text_layer.path) != first and not first.exists(), "the old one is removed"
