@@ -119,7 +119,7 @@ def test_a_passage_read_by_ocr_is_marked_where_it_is_on_the_page_picture(
     assert not layer.exists(), "the text layer goes with its document"
 
 
-def test_a_typed_pdf_with_a_scanned_page_gets_both(file_storage: Path) -> None:
+def test_a_typed_pdf_with_a_scanned_page_gets_both(file_storage: Path, admin_client: Client) -> None:
     document = _indexed(mixed_pdf(), "letter.pdf")
     assert document.recognised_pages == [2]
     (first, _, first_end), (second, second_start, second_end) = document.page_spans
@@ -130,6 +130,8 @@ def test_a_typed_pdf_with_a_scanned_page_gets_both(file_storage: Path) -> None:
     presented = document_present(document)
     assert presented["recognised_pages"] == [2]
     assert presented["ocr_note"].startswith("The text of page 2 was recognised")
+    admin_page = admin_client.get(reverse("admin:documents_document_change", args=[document.pk]))
+    assert "The text of page 2 was recognised" in admin_page.content.decode()
 
 
 def test_the_api_says_which_pages_were_recognised(file_storage: Path) -> None:
