@@ -6,6 +6,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     OPENFABLE_DATA_DIR=/app/var
 
 WORKDIR /app
+# Tesseract reads scanned PDF pages (OCR, OPENFABLE_OCR=auto); for more languages add their
+# tesseract-ocr-<lang> packages here and set OPENFABLE_OCR_LANGUAGES (eng+deu).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends tesseract-ocr tesseract-ocr-eng \
+    && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml README.md ./
 COPY openfable ./openfable
 COPY documents ./documents

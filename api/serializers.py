@@ -163,6 +163,14 @@ class DocumentSerializer(serializers.ModelSerializer):
     tags = serializers.ListField(child=serializers.CharField(), read_only=True)
     metadata = serializers.DictField(read_only=True)
     page_count = serializers.IntegerField(read_only=True, help_text="pages of the uploaded file (0: a text)")
+    recognised_pages = serializers.ListField(
+        child=serializers.IntegerField(),
+        read_only=True,
+        help_text="pages (1-based) whose text was recognised from the page image by OCR",
+    )
+    ocr_note = serializers.CharField(
+        read_only=True, help_text="a sentence saying which pages were read by OCR; empty when none were"
+    )
     original = serializers.CharField(
         read_only=True, help_text="where to download the file as uploaded (a text: the text as a file)"
     )
@@ -186,6 +194,8 @@ class DocumentSerializer(serializers.ModelSerializer):
             "format",
             "format_note",
             "page_count",
+            "recognised_pages",
+            "ocr_note",
             "original",
             "content_hash",
             "embedding_model",

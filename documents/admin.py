@@ -22,6 +22,7 @@ from django.utils.text import Truncator
 from documents.files import download_name
 from documents.forms import ACCEPTED_FILES
 from documents.models import Collection, Document, IngestionJob, Node
+from documents.presenters import ocr_note
 from documents.services.collections import (
     collection_create,
     collection_delete,
@@ -288,6 +289,7 @@ class DocumentAdmin(SavedByServiceMixin, admin.ModelAdmin):
         "format",
         "format_note",
         "pages",
+        "read_by_ocr",
         "original_file",
         "token_count",
         "content_hash",
@@ -309,6 +311,10 @@ class DocumentAdmin(SavedByServiceMixin, admin.ModelAdmin):
     @admin.display(description="pages")
     def pages(self, document: Document) -> int:
         return len(document.page_spans or [])
+
+    @admin.display(description="read by OCR")
+    def read_by_ocr(self, document: Document) -> str:
+        return ocr_note(document) or "—"
 
     @admin.display(description="original file")
     def original_file(self, document: Document) -> str:

@@ -8,4 +8,4 @@ class DocumentsConfig(AppConfig):
     verbose_name = "Corpus"
 
     def ready(self) -> None:
-        from documents import receivers  # noqa: F401  (connects them)
+        from documents import checks, receivers  # noqa: F401  (registers and connects them)

@@ -86,6 +86,12 @@ def _original_path(document: Document, filename: str) -> str:
     return f"originals/{document.content_hash[:2]}/{document.content_hash}/{filename[-200:]}"
 
 
+def _text_layer_path(document: Document, filename: str) -> str:
+    # Beside nothing else of the document's: one per document and reading (the storage adds a
+    # suffix when the name is taken), removed with the document or when a new reading replaces it.
+    return f"text-layers/{document.content_hash[:2]}/{document.content_hash}/{filename[-200:]}"
+
+
 class Document(models.Model):
     class Format(models.TextChoices):
         # The formats extraction reads (documents.ingestion.extraction), told from the content.
@@ -125,6 +131,13 @@ class Document(models.Model):
     format_note = models.TextField(
         blank=True, help_text="said when the file's name and its content disagree (read by content)"
     )
+    # The pages (1-based) of a PDF whose text was recognised from their picture (OCR), and the
+    # PDF of those pages, in that order, with the recognised text placed over them: the
+    # document page finds a passage's lines there (the original has no text on those pages).
+    recognised_pages = models.JSONField(
+        default=list, blank=True, help_text="pages whose text was read by OCR from the page's picture"
+    )
+    text_layer = models.FileField(upload_to=_text_layer_path, blank=True, max_length=500)
     token_count = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     tags = ArrayField(models.CharField(max_length=100), default=list, blank=True)
@@ -473,6 +486,7 @@ class IngestionJob(models.Model):
     class Stage(models.TextChoices):
         QUEUED = "queued"
         EXTRACTING = "extracting", "reading the file"
+        RECOGNISING = "recognising", "recognising text"
         CHUNKING = "chunking"
         BUILDING_TREE = "building_tree", "building the tree"
         EMBEDDING = "embedding"

@@ -72,12 +72,17 @@ def node_page_views(*, document: Document, start: int, end: int) -> list[PageVie
         return []
     spans = {page: (page_start, page_end) for page, page_start, page_end in document.page_spans}
     pages = document.pages_of(start, end)[:PAGES_SHOWN]
+    # A page read by OCR has its text in the text layer, in the same place as on the page's
+    # picture; the original has none there.
+    recognised = {page: index for index, page in enumerate(document.recognised_pages or [])}
     views = []
-    with _pdf(document) as pdf:
+    with _pdf(_source(document)) as pdf, _pdf(_layer_source(document, pages, recognised)) as layer:
         for number in pages:
             page_start, page_end = spans[number]
             part_start, part_end = max(start, page_start), min(end, page_end)
-            page = pdf[number - 1]
+            page = (
+                layer[recognised[number]] if layer is not None and number in recognised else pdf[number - 1]
+            )
             try:
                 boxes = text_boxes(
                     page,
@@ -208,19 +213,38 @@ def _write_whole(path: Path, data: bytes) -> None:
 
 
 def _source(document: Document) -> str | bytes:
-    """A path PDFium opens itself when the storage has one (no 50 MB read), else the bytes."""
+    """The original file: a path PDFium opens itself when the storage has one (no 50 MB read),
+    else the bytes."""
+    return _file_source(document.original)
+
+
+def _layer_source(document: Document, pages: list[int], recognised: dict[int, int]) -> str | bytes | None:
+    """The text layer of the pages read by OCR, when one of ``pages`` is among them."""
+    if not document.text_layer or not any(page in recognised for page in pages):
+        return None
     try:
-        return str(document.original.path)
+        source = _file_source(document.text_layer)
+    except OSError:  # gone from storage: those pages are shown unmarked, as a text not found
+        return None
+    return None if isinstance(source, str) and not Path(source).is_file() else source
+
+
+def _file_source(file: Any) -> str | bytes:
+    try:
+        return str(file.path)
     except NotImplementedError:  # a storage without local paths (S3 and the like)
-        with document.original.open("rb") as file:
-            return bytes(file.read())
+        with file.open("rb") as opened:
+            return bytes(opened.read())
 
 
 @contextmanager
-def _pdf(document: Document) -> Iterator[Any]:
+def _pdf(source: str | bytes | None) -> Iterator[Any]:
+    if source is None:
+        yield None
+        return
     import pypdfium2 as pdfium
 
-    pdf = pdfium.PdfDocument(_source(document))
+    pdf = pdfium.PdfDocument(source)
     try:
         yield pdf
     finally:

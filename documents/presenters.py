@@ -45,6 +45,33 @@ def collection_present(collection: Collection) -> dict[str, Any]:
     }
 
 
+def ocr_note(document: Document) -> str:
+    """The sentence every surface shows when some of the text was read by OCR; "" when none was."""
+    pages = sorted(document.recognised_pages or [])
+    if not pages:
+        return ""
+    total = len(document.page_spans or [])
+    where = f"all {total} pages" if len(pages) == total and total > 1 else _page_ranges(pages)
+    return (
+        f"The text of {where} was recognised from the page images (OCR): it may hold misread "
+        "words, and only the page images show the original"
+    )
+
+
+def _page_ranges(pages: list[int]) -> str:
+    """[1, 2, 3, 7] as "pages 1-3 and 7" (an en dash), [4] as "page 4"."""
+    runs: list[list[int]] = []
+    for page in pages:
+        if runs and page == runs[-1][-1] + 1:
+            runs[-1].append(page)
+        else:
+            runs.append([page])
+    parts = [f"{run[0]}–{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs]
+    label = "page" if len(pages) == 1 else "pages"
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"{label} {listed}"
+
+
 def document_present(
     document: Document, *, content: bool = False, latest_job: bool = False, now: datetime | None = None
 ) -> dict[str, Any]:
@@ -66,6 +93,8 @@ def document_present(
         "format": document.format,
         "format_note": document.format_note,
         "page_count": len(document.page_spans or []),
+        "recognised_pages": list(document.recognised_pages or []),
+        "ocr_note": ocr_note(document),
         "content_hash": document.content_hash,
         "embedding_model": document.embedding_model,
         "tree_version": document.tree_version,

@@ -16,6 +16,9 @@ from datetime import datetime
 # percent with it; a stage with no counts is told by where the percent sits in its band).
 STAGE_BANDS: dict[str, tuple[int, int]] = {
     "extracting": (0, 20),
+    # A scan's pages read by OCR, once the file has been read (seconds a page, where reading one
+    # takes milliseconds): the same share, filled again at the pace of the recognition.
+    "recognising": (0, 20),
     "chunking": (20, 35),
     "building_tree": (35, 55),
     "embedding": (55, 95),
@@ -27,6 +30,7 @@ MIN_SECONDS_FOR_RATE = 3.0
 _STAGE_NAMES = {
     "queued": "Waiting to start",
     "extracting": "Reading the file",
+    "recognising": "Recognising text",
     "chunking": "Finding sections",
     "building_tree": "Building the tree",
     "embedding": "Embedding passages",
@@ -90,6 +94,9 @@ def stage_words(*, stage: str, done: int, total: int, fraction: float | None) ->
         return f"Embedding {done} of {total} passages"
     if stage == "extracting" and total > 0:
         return f"Reading the file: page {done} of {total}"
+    if stage == "recognising" and total > 0:
+        # The page it is on: each takes seconds, so "page 1 of 10" from the moment it begins.
+        return f"Recognising text: page {min(done + 1, total)} of {total}"
     name = _STAGE_NAMES.get(stage, stage.replace("_", " ").capitalize())
     if fraction is not None and stage in STAGE_BANDS and 0.0 < fraction < 1.0:
         return f"{name} · {round(fraction * 100)} % of this step"

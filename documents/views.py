@@ -27,6 +27,7 @@ from documents.history_words import edit_words_of
 from documents.ingestion.heading_titles import without_heading_marks
 from documents.models import FILE_FORMATS, Document, IngestionJob
 from documents.page_views import node_page_views, page_image_path
+from documents.presenters import ocr_note
 from documents.progress_words import progress_words
 from documents.services import nodes
 from documents.services.documents import document_create, document_delete, document_reindex, job_retry
@@ -234,6 +235,7 @@ def _detail(request: HtmxHttpRequest, pk: int, *, node_id: int | None) -> HttpRe
     move_places = _move_places(document, flat, selected)
     context = {
         "document": document,
+        "ocr_note": ocr_note(document),
         "tree": tree,
         "selected": selected,
         "latest_job": selectors.document_latest_job(document=document),

@@ -1,6 +1,6 @@
 """The benchmark subcommands (`python -m fable_benchmarks ...`): `bench-ingest` (and `bench-ingest-large`),
 `bench-retrieval` (and `bench-plot`, its chart from a saved report), `bench-latency`, `bench-load`,
-`bench-cost`, `bench-extract`, `bench-broker`, `bench-structure`.
+`bench-cost`, `bench-extract`, `bench-ocr`, `bench-broker`, `bench-structure`.
 
 They print markdown tables (``--json PATH`` writes the same numbers). Registered into the
 benchmarks' own command (``fable_benchmarks.command.BenchCommand``, the product's `openfable`
@@ -216,6 +216,19 @@ def register(subparsers: Any) -> None:
     extract.add_argument("--limit", type=int, default=0, help="first N files (0: all)")
     extract.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
     extract.set_defaults(handler=_handle_bench_extract)
+
+    ocr = subparsers.add_parser(
+        "bench-ocr", help="scanned pages read by OCR through the worker's path: pages per second, words found"
+    )
+    ocr.add_argument("--pages", type=int, default=20, help="image-only pages made and read (default 20)")
+    ocr.add_argument("--dpi", default="200,300", help="comma-separated scan resolutions (default 200,300)")
+    ocr.add_argument(
+        "--languages",
+        default="eng",
+        help="Tesseract languages, joined by + (default eng, as OPENFABLE_OCR_LANGUAGES)",
+    )
+    ocr.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
+    ocr.set_defaults(handler=_handle_bench_ocr)
 
     broker = subparsers.add_parser(
         "bench-broker", help="how fast one worker drains each broker (no-op messages)"
@@ -558,6 +571,27 @@ def _handle_bench_extract(options: dict[str, Any]) -> str:
     if options.get("json_path"):
         write_json({"rows": [row.as_json() for row in rows]}, options["json_path"])
     return format_extract(rows)
+
+
+def _handle_bench_ocr(options: dict[str, Any]) -> str:
+    from fable_benchmarks.ocr import bench_ocr, format_ocr
+    from fable_benchmarks.report import write_json
+
+    if not 1 <= options["pages"] <= 2000:
+        raise BenchInputError("--pages must be between 1 and 2000")
+    try:
+        dpis = sorted({int(part) for part in options["dpi"].split(",") if part.strip()})
+    except ValueError:
+        raise BenchInputError(f"--dpi {options['dpi']!r}: give whole numbers, e.g. 200,300") from None
+    if not dpis or not all(72 <= dpi <= 600 for dpi in dpis):
+        raise BenchInputError("--dpi: give resolutions between 72 and 600, e.g. 200,300")
+    languages = tuple(part.strip() for part in options["languages"].split("+") if part.strip())
+    if not languages:
+        raise BenchInputError("--languages: give at least one, e.g. eng or eng+deu")
+    rows = bench_ocr(pages=options["pages"], dpis=dpis, languages=languages, log=_log)
+    if options.get("json_path"):
+        write_json({"rows": [row.as_json() for row in rows]}, options["json_path"])
+    return format_ocr(rows)
 
 
 def _handle_bench_broker(options: dict[str, Any]) -> str:

@@ -90,6 +90,16 @@ class EnvReader:
         hint = f"Set {PREFIX + name} to true or false, or unset it to use {str(default).lower()}."
         return self._parse(name, default, _parse_bool, "true or false", hint)
 
+    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+        hint = f"Set {PREFIX + name} to one of {', '.join(choices)}, or unset it to use {default}."
+
+        def parse(raw: str) -> str:
+            if raw.lower() not in choices:
+                raise ValueError(raw)
+            return raw.lower()
+
+        return self._parse(name, default, parse, f"one of {', '.join(choices)}", hint)
+
     def strings(self, name: str, default: list[str]) -> list[str]:
         raw = self.raw(name)
         if raw is None or raw.strip() == "":

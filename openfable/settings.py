@@ -283,6 +283,17 @@ MAX_FILE_BYTES = env.integer("MAX_FILE_BYTES", 50_000_000, minimum=1)
 MAX_PAGES = env.integer("MAX_PAGES", 2000, minimum=1)
 EXTRACTION_SECONDS = env.number("EXTRACTION_SECONDS", 300.0, minimum=1.0)
 EXTRACTION_MEMORY_MB = env.integer("EXTRACTION_MEMORY_MB", 2048, minimum=64)
+# A PDF's pages that are pictures (a scan) are read by OCR (OCRmyPDF + Tesseract) in that child
+# process: "auto" wherever Tesseract is installed, "off" never (a scan-only PDF is refused).
+# Tesseract's languages, joined by "+" ("eng+deu"), each installed (tesseract-ocr-deu); each
+# page to OCR adds OCR_SECONDS_PER_PAGE to the EXTRACTION_SECONDS limit.
+OCR = env.choice("OCR", "auto", ("auto", "off"))
+OCR_LANGUAGES = tuple(
+    language.strip()
+    for language in env.string("OCR_LANGUAGES", "eng").replace(",", "+").split("+")
+    if language.strip()
+) or ("eng",)
+OCR_SECONDS_PER_PAGE = env.number("OCR_SECONDS_PER_PAGE", 60.0, minimum=1.0)
 # The pages of uploaded PDFs drawn for the document page (documents.page_views), kept to serve again.
 PAGE_IMAGES_DIR = Path(env.string("PAGE_IMAGES_DIR", str(DATA_DIR / "page-images"))).expanduser().resolve()
 # Each is drawn in a child process (as extraction runs) killed past this many seconds or this much

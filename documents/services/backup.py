@@ -39,7 +39,11 @@ from documents.services.backup_format import (
     json_line,
 )
 from documents.services.collections import collection_create, slug_free, slug_is_reserved
-from documents.services.documents import document_create, document_original_restore
+from documents.services.documents import (
+    document_create,
+    document_original_restore,
+    document_text_layer_restore,
+)
 from documents.services.jobs import require_embedder_fits_stored_vectors
 from documents.services.trees import document_tree_replace
 from openfable.embeddings import Embedder, check_vectors, get_embedder
@@ -97,7 +101,17 @@ def collection_export(
         Document.objects.filter(collection=collection)
         .exclude(content="")
         .order_by("created", "id")
-        .only("id", "content", "content_hash", "format", "page_spans", "original", *DOCUMENT_FIELDS)
+        .only(
+            "id",
+            "content",
+            "content_hash",
+            "format",
+            "page_spans",
+            "original",
+            "recognised_pages",
+            "text_layer",
+            *DOCUMENT_FIELDS,
+        )
         .prefetch_related(Prefetch("nodes", queryset=nodes))
     )
     document_count = node_count = 0
@@ -130,7 +144,22 @@ def _document_entry(document: Document, *, with_vectors: bool) -> dict[str, Any]
         "format": document.format,
         "page_spans": document.page_spans,
         **({"original": _original_entry(document)} if document.original else {}),
+        **(_text_layer_entry(document) if document.recognised_pages and document.text_layer else {}),
         "nodes": rows,
+    }
+
+
+def _text_layer_entry(document: Document) -> dict[str, Any]:
+    """The pages read by OCR and their text layer, so that a restored document still says so and
+    still marks passages on those pages (its text is not read again)."""
+    with document.text_layer.open("rb") as file:
+        data = file.read()
+    return {
+        "recognised_pages": list(document.recognised_pages),
+        "text_layer": {
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "base64": base64.b64encode(data).decode("ascii"),
+        },
     }
 
 
@@ -309,6 +338,11 @@ def _document_import(
             document=created.document, data=entry["original_bytes"], filename=entry["original"]["name"]
         )
         stored.append(created.document.original.name or "")
+    if "text_layer_bytes" in entry:
+        document_text_layer_restore(
+            document=created.document, pages=entry["recognised_pages"], data=entry["text_layer_bytes"]
+        )
+        stored.append(created.document.text_layer.name or "")
     if not has_tree:
         return 0, 0, 0
     document = created.document

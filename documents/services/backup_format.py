@@ -86,6 +86,7 @@ def document_line(text: str, number: int, *, dimensions: int) -> dict[str, Any]:
         raise BackupFileError(f"Line {number}: unknown builder {entry['builder']!r}.")
     _check_pages(entry, number)
     _check_original(entry, number)
+    _check_text_layer(entry, number)
     if entry["nodes"]:
         _check_rows(entry, number, dimensions=dimensions)
     return entry
@@ -206,6 +207,38 @@ def _check_pages(entry: dict[str, Any], number: int) -> None:
         raise BackupFileError(
             f"Line {number}: the page map of {entry['title']!r} stops before the text ends."
         )
+
+
+def _check_text_layer(entry: dict[str, Any], number: int) -> None:
+    """The pages read by OCR and their text layer (optional, written since OCR): the pages among
+    the document's own, the layer decoded and checked against its hash, kept as
+    ``entry["text_layer_bytes"]``."""
+    pages, layer = entry.get("recognised_pages"), entry.get("text_layer")
+    if pages is None and layer is None:
+        return
+    where = f"Line {number}: the pages of {entry['title']!r} read by OCR"
+    own = {span[0] for span in entry.get("page_spans") or []}
+    if not (
+        isinstance(pages, list)
+        and pages
+        and all(isinstance(page, int) and not isinstance(page, bool) and page in own for page in pages)
+    ):
+        raise BackupFileError(f"{where} must be a list of its pages; export the collection again.")
+    if not (
+        isinstance(layer, dict) and all(isinstance(layer.get(field), str) for field in ("sha256", "base64"))
+    ):
+        raise BackupFileError(f"{where} need their text layer: a sha256 and its base64 content.")
+    try:
+        data = base64.b64decode(layer["base64"], validate=True)
+    except (binascii.Error, ValueError):
+        raise BackupFileError(
+            f"{where}: the text layer is not valid base64; export the collection again."
+        ) from None
+    if hashlib.sha256(data).hexdigest() != layer["sha256"]:
+        raise BackupFileError(
+            f"{where}: the text layer does not match its sha256; the file was changed or damaged after the export."
+        )
+    entry["text_layer_bytes"] = data
 
 
 def _check_original(entry: dict[str, Any], number: int) -> None:

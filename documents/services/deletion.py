@@ -23,12 +23,14 @@ def documents_clear(documents: QuerySet[Document]) -> None:
 
 
 def _files_delete_on_commit(documents: QuerySet[Document]) -> None:
-    """The stored original files of these documents, and the page images drawn from them, go
+    """The stored original files of these documents (and the text layers of their pages read by
+    OCR), and the page images drawn from them, go
     once their rows are gone for good."""
-    files = list(documents.exclude(original="").values_list("pk", "original"))
+    files = list(documents.exclude(original="").values_list("pk", "original", "text_layer"))
     if files:
-        transaction.on_commit(partial(_files_delete, [name for _, name in files if name]))
-        transaction.on_commit(partial(page_images_delete, [pk for pk, _ in files]))
+        names = [name for _, original, layer in files for name in (original, layer) if name]
+        transaction.on_commit(partial(_files_delete, names))
+        transaction.on_commit(partial(page_images_delete, [pk for pk, _, _ in files]))
 
 
 def _files_delete(names: list[str]) -> None:

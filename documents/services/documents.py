@@ -139,6 +139,16 @@ def document_original_restore(*, document: Document, data: bytes, filename: str)
     )
 
 
+def document_text_layer_restore(*, document: Document, pages: list[int], data: bytes) -> None:
+    """Give a document restored from an export its pages read by OCR and their text layer back
+    (``Document.text_layer``), as the job that read them stored them."""
+    document.text_layer.save("recognised.pdf", ContentFile(data), save=False)
+    document.recognised_pages = list(pages)
+    Document.objects.filter(pk=document.pk).update(
+        text_layer=document.text_layer.name, recognised_pages=pages
+    )
+
+
 def _storage_name(filename: str, format: str) -> str:
     """A safe file name for storage: the upload's own, else one with the format's extension."""
     try:

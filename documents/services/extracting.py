@@ -2,7 +2,9 @@
 
 ``document_extract`` runs ``documents.ingestion.extraction.extract_isolated`` (a child process
 with a memory cap and a time limit) on the stored original, reporting each page to the job's
-progress and heartbeat. Nothing is written here: the text and its page map are saved with the
+progress and heartbeat. A PDF's pages that are pictures (a scan) are read by OCR there too
+(``ocr_options``: OPENFABLE_OCR, on wherever Tesseract is installed), each page recognised
+reported as the job's "recognising" stage. Nothing is written here: the text and its page map are saved with the
 new tree, in the tree swap (``documents.services.trees.document_tree_replace``), so a file that
 cannot be read fails its job with one sentence and leaves the previous text and tree serving.
 """
@@ -13,8 +15,9 @@ from collections.abc import Callable
 
 from django.conf import settings
 
-from documents.ingestion.extraction import ExtractionError, ExtractionLimits
+from documents.ingestion.extraction import ExtractionError, ExtractionLimits, OcrOptions
 from documents.ingestion.extraction.isolated import extract_isolated
+from documents.ingestion.extraction.ocr import tesseract_missing
 from documents.models import FILE_FORMATS, Document
 from documents.services.trees import ExtractedText
 from openfable.errors import UserInputError
@@ -43,10 +46,29 @@ def extraction_limits() -> ExtractionLimits:
     )
 
 
-def document_extract(*, document: Document, on_progress: Callable[[int, int], None]) -> ExtractedText:
+def ocr_options() -> tuple[OcrOptions | None, str]:
+    """How this worker reads scanned pages: the options, or None and why not ("" when
+    OPENFABLE_OCR=off, or Tesseract is not installed and OCR is "auto": a scan is then refused
+    as it always was; a sentence when Tesseract lacks a language it was asked for)."""
+    if settings.OCR == "off":
+        return None, ""
+    options = OcrOptions(languages=settings.OCR_LANGUAGES, seconds_per_page=settings.OCR_SECONDS_PER_PAGE)
+    missing = tesseract_missing(options)
+    if missing.startswith("Tesseract is not installed"):
+        return None, ""
+    return (None, missing) if missing else (options, "")
+
+
+def document_extract(
+    *,
+    document: Document,
+    on_progress: Callable[[int, int], None],
+    on_recognise: Callable[[int, int], None] | None = None,
+) -> ExtractedText:
     """The text and page map of ``document``'s original file; ``DocumentExtractionError`` says why not.
 
-    ``on_progress(pages_read, pages)`` hears of every page (the job's progress and heartbeat)."""
+    ``on_progress(pages_read, pages)`` hears of every page (the job's progress and heartbeat),
+    ``on_recognise(pages_done, pages)`` of every page read by OCR."""
     name = document_file_name(document)
     try:
         with document.original.open("rb") as file:
@@ -56,6 +78,7 @@ def document_extract(*, document: Document, on_progress: Callable[[int, int], No
             f"The original file of {name} is missing from storage ({type(error).__name__}); "
             "upload the file again."
         ) from None
+    ocr, ocr_unavailable = ocr_options()
     try:
         extracted = extract_isolated(
             data,
@@ -63,8 +86,16 @@ def document_extract(*, document: Document, on_progress: Callable[[int, int], No
             limits=extraction_limits(),
             max_memory_bytes=settings.EXTRACTION_MEMORY_MB * _MEGABYTE,
             on_progress=on_progress,
+            ocr=ocr,
+            on_recognise=on_recognise,
         )
     except ExtractionError as error:
+        if error.code == "no_text_layer" and ocr_unavailable:
+            # OCR was asked for and could not run: say what to install, not only "run OCR".
+            raise DocumentExtractionError(
+                f"{error.message}. OCR is on (OPENFABLE_OCR) but cannot run here: {ocr_unavailable}.",
+                code=error.code,
+            ) from None
         raise DocumentExtractionError(f"{error.message}.", code=error.code) from None
     size = len(extracted.text.encode("utf-8"))
     if size > settings.MAX_DOCUMENT_BYTES:
@@ -78,6 +109,8 @@ def document_extract(*, document: Document, on_progress: Callable[[int, int], No
         text=extracted.text,
         page_spans=[[span.page, span.start, span.end] for span in extracted.page_spans],
         font_heading_starts=frozenset(hint.start for hint in extracted.headings if hint.source == "font"),
+        recognised_pages=list(extracted.recognised_pages),
+        text_layer=extracted.text_layer,
     )
 
 

@@ -217,6 +217,9 @@ def document_index(
             on_progress=lambda done, total: job_progress(
                 job, "extracting", done / max(1, total), done=done, total=total
             ),
+            on_recognise=lambda done, total: job_progress(
+                job, "recognising", done / max(1, total), done=done, total=total
+            ),
         )
         text = extracted.text
         timings["extract"] = round(time.perf_counter() - started, 3)

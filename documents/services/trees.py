@@ -9,9 +9,10 @@ in ``documents.services.nodes``; every edit is recorded through ``documents.serv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
@@ -96,30 +97,51 @@ def document_tree_replace(
         Node.objects.bulk_create(nodes, batch_size=500)
         saved.update((row.order, node) for row, node in zip(level, nodes, strict=True))
     TreeEdit.objects.filter(document_id=document.pk).delete()
-    text_fields = (
-        {
-            "content": extracted.text,
-            "page_spans": extracted.page_spans,
-            "token_count": count_tokens(extracted.text),
-        }
-        if extracted is not None
-        else {}
-    )
-    Document.objects.filter(pk=document.pk).update(
-        status=Document.Status.INDEXED,
-        builder=builder,
-        embedding_model=embedding_model,
-        tree_version=F("tree_version") + 1,
-        updated=timezone.now(),
-        **text_fields,
-    )
-    search_index_refresh([document.pk])  # after the token count: it is the document's length
-    if extracted is not None:
-        document.content, document.page_spans = extracted.text, extracted.page_spans
     if builder != Document.Builder.AGENT:
         # Another builder's tree takes the document out of the agent path: chunks and a tree
         # the agent made no longer describe what serves (services.agent refuses its steps).
         AgentState.objects.filter(document_id=document.pk).delete()
+    text_fields: dict[str, object] = {}
+    replaced_layer = ""
+    if extracted is not None:
+        replaced_layer = Document.objects.filter(pk=document.pk).values_list("text_layer", flat=True).get()
+        text_fields = {
+            "content": extracted.text,
+            "page_spans": extracted.page_spans,
+            "token_count": count_tokens(extracted.text),
+            "recognised_pages": extracted.recognised_pages,
+            "text_layer": _text_layer_save(document, extracted),
+        }
+    try:
+        Document.objects.filter(pk=document.pk).update(
+            status=Document.Status.INDEXED,
+            builder=builder,
+            embedding_model=embedding_model,
+            tree_version=F("tree_version") + 1,
+            updated=timezone.now(),
+            **text_fields,
+        )
+        search_index_refresh([document.pk])  # after the token count: it is the document's length
+        _job_finish(job, rows)
+    except BaseException:
+        if text_fields.get("text_layer"):  # this reading's file, for a tree never saved
+            document.text_layer.storage.delete(str(text_fields["text_layer"]))
+        raise
+    if replaced_layer and replaced_layer != text_fields.get("text_layer"):
+        # The previous reading's, once the new one is committed (a rollback keeps it serving).
+        storage = document.text_layer.storage
+        transaction.on_commit(lambda: storage.delete(replaced_layer))
+    if extracted is not None:
+        document.content, document.page_spans = extracted.text, extracted.page_spans
+        document.recognised_pages = extracted.recognised_pages
+    corpus_version_bump()
+    # Once committed: the collection may now be large enough for its own HNSW index.
+    collection_id = document.collection_id
+    transaction.on_commit(lambda: collection_index_ensure(collection_id))
+    return [saved[row.order] for row in rows]
+
+
+def _job_finish(job: IngestionJob | None, rows: list[FlatNodeRow]) -> None:
     # The job's row is written (and locked) only now, at the end: until then the runner's
     # heartbeat keeps moving during the save (``jobs.job_run_now``). Swept or claimed again
     # meanwhile, it is no longer this runner's, and the whole swap rolls back.
@@ -133,11 +155,15 @@ def document_tree_replace(
         finished=timezone.now(),
     ):
         raise JobSuperseded(f"job {job.pk} was failed or claimed again while its tree was saved")
-    corpus_version_bump()
-    # Once committed: the collection may now be large enough for its own HNSW index.
-    collection_id = document.collection_id
-    transaction.on_commit(lambda: collection_index_ensure(collection_id))
-    return [saved[row.order] for row in rows]
+
+
+def _text_layer_save(document: Document, extracted: ExtractedText) -> str:
+    """Store the PDF of the pages read by OCR (``Document.text_layer``); its name, "" for none."""
+    if not extracted.text_layer:
+        document.text_layer = ""
+        return ""
+    document.text_layer.save("recognised.pdf", ContentFile(extracted.text_layer), save=False)
+    return document.text_layer.name or ""
 
 
 @dataclass(frozen=True)
@@ -148,6 +174,9 @@ class ExtractedText:
     text: str
     page_spans: list[list[int]]
     font_heading_starts: frozenset[int] = frozenset()
+    # The pages read by OCR and the PDF of them with their text (``Document.text_layer``).
+    recognised_pages: list[int] = field(default_factory=list)
+    text_layer: bytes = b""
 
 
 def _job_still_ours(job: IngestionJob) -> QuerySet[IngestionJob]:

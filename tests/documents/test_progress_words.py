@@ -75,6 +75,10 @@ def test_stage_names_in_words() -> None:
 
     assert words("extracting", 0) == "Reading the file"
     assert words("extracting", 6, 3, 10) == "Reading the file: page 3 of 10"
+    # OCR takes seconds a page: the page it is reading now, from the moment it begins.
+    assert words("recognising", 0, 0, 10) == "Recognising text: page 1 of 10"
+    assert words("recognising", 4, 2, 10) == "Recognising text: page 3 of 10"
+    assert words("recognising", 20, 10, 10) == "Recognising text: page 10 of 10"
     assert words("chunking", 26) == "Finding sections · 40 % of this step"
     assert words("building_tree", 35) == "Building the tree"
     assert words("embedding", 85, 120, 156) == "Embedding 120 of 156 passages"

@@ -64,3 +64,20 @@ def test_embedding_dimensions_that_do_not_match_the_stored_vectors_are_refused()
     )
     assert "manage.py openfable reembed" in result.stderr
     assert _check(env, "--database", "default").returncode == 0
+
+
+def test_ocr_settings_are_named_with_their_fix() -> None:
+    result = _check({"OPENFABLE_OCR": "maybe"})
+    assert result.returncode != 0
+    assert "OPENFABLE_OCR='maybe' is not one of auto, off" in result.stderr
+    assert "Set OPENFABLE_OCR to one of auto, off, or unset it to use auto" in result.stderr
+
+
+def test_an_ocr_language_tesseract_lacks_is_a_warning_at_start() -> None:
+    from tests.documents.ingestion.scans import require_tesseract
+
+    require_tesseract()
+    result = _check({"OPENFABLE_OCR_LANGUAGES": "eng+xqz"})
+    assert "(openfable.W010) OCR cannot run: Tesseract has no xqz language data" in result.stderr
+    assert "apt-get install tesseract-ocr-xqz" in result.stderr
+    assert "(openfable.W010)" not in _check({"OPENFABLE_OCR": "off", "OPENFABLE_OCR_LANGUAGES": "xqz"}).stderr

@@ -7,6 +7,10 @@ an ``Extracted``: the cleaned text with its structure written as markdown headin
 structural builder reads as sections), the heading hints, and the page map. Anything it cannot
 read raises ``ExtractionError`` with one sentence saying what to do.
 
+A PDF's pages that are pictures (a scan, or scanned pages inside a text PDF) are read by OCR
+when ``ocr`` is given (``ocr.recognise_pages``: OCRmyPDF and Tesseract); without it, a PDF that
+is only pictures is refused with a sentence saying to run it through OCR first.
+
 ``isolated.extract_isolated`` is the same call in a child process with a memory cap and a hard
 time limit: what a worker runs on an uploaded file, since PDFium's own work (a decompression
 bomb, a page that loops) is beyond the checks ``extract`` makes between pages.
@@ -15,6 +19,8 @@ bomb, a page that loops) is beyond the checks ``extract`` makes between pages.
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from documents.ingestion.extraction.assemble import Block, assemble, clean_chars, clean_line
 from documents.ingestion.extraction.detect import Detected, detect_format, format_from_name
@@ -30,6 +36,7 @@ from documents.ingestion.extraction.model import (
     ExtractionError,
     ExtractionLimits,
     HeadingHint,
+    OcrOptions,
     PageSpan,
     Progress,
 )
@@ -46,6 +53,7 @@ __all__ = [
     "ExtractionError",
     "ExtractionLimits",
     "HeadingHint",
+    "OcrOptions",
     "PageSpan",
     "Progress",
     "clean_chars",
@@ -55,7 +63,9 @@ __all__ = [
     "format_from_name",
 ]
 
-# Fewer characters than this a page on average: the pages are pictures (a scan), not text.
+# Fewer characters than this a page on average: the pages are pictures (a scan), not text. A
+# page with fewer than this that draws anything at all is read by OCR (when it is on): a page
+# number typed on a scan is not its text.
 _MIN_CHARS_PER_PAGE = 16
 
 
@@ -66,13 +76,21 @@ def extract(
     limits: ExtractionLimits | None = None,
     on_progress: Progress | None = None,
     use_outline: bool = True,
+    ocr: OcrOptions | None = None,
+    on_recognise: Progress | None = None,
+    on_more_time: Callable[[float], None] | None = None,
 ) -> Extracted:
     """The document in ``data`` (the file's bytes; ``filename`` breaks ties and names it in errors).
 
     ``on_progress(done, total)`` hears of each page read (a PDF), or of the one "page" of the
     other formats once it is read. ``use_outline=False`` reads a PDF as if it had no bookmarks:
     the structure benchmark scores headings against a PDF's own outline, which the reader must
-    then not have seen."""
+    then not have seen.
+
+    ``ocr``: read a PDF's pages that are pictures by OCR; ``on_recognise(done, total)`` hears of
+    each such page recognised, and ``on_more_time(seconds)`` of the time added to the limit for
+    them first (``ocr.seconds_per_page`` a page), so that a caller timing the reading (the
+    isolated child's parent) can allow it too."""
     limits = limits or ExtractionLimits()
     progress: Progress = on_progress or (lambda done, total: None)
     detected = detect_format(data, filename=filename)
@@ -82,8 +100,17 @@ def extract(
         progress(1, 1)
         return extracted
     pages = 0  # an HTML page has no pages; a Word file only where it says where they break
+    recognised: _Recognised = _Recognised()
     if detected.format == PDF:
-        blocks, pages = _pdf_blocks(data, filename, limits, deadline, progress, use_outline=use_outline)
+        blocks, pages, recognised = _pdf_blocks(
+            data,
+            filename,
+            limits,
+            deadline,
+            progress,
+            use_outline=use_outline,
+            ocr=_OcrRun(ocr, on_recognise, on_more_time) if ocr is not None else None,
+        )
     elif detected.format == DOCX:
         from documents.ingestion.extraction.docx import docx_blocks
 
@@ -104,7 +131,24 @@ def extract(
         page_spans=assembled.page_spans,
         headings=assembled.headings,
         mismatch=detected.mismatch,
+        recognised_pages=recognised.pages,
+        text_layer=recognised.text_layer,
     )
+
+
+@dataclass(frozen=True)
+class _OcrRun:
+    options: OcrOptions
+    on_page: Progress | None
+    on_more_time: Callable[[float], None] | None
+
+
+@dataclass(frozen=True)
+class _Recognised:
+    """The pages (1-based) read by OCR, and the PDF of them with their text (``Extracted``)."""
+
+    pages: tuple[int, ...] = ()
+    text_layer: bytes = b""
 
 
 def _pdf_blocks(
@@ -115,19 +159,70 @@ def _pdf_blocks(
     progress: Progress,
     *,
     use_outline: bool,
-) -> tuple[list[Block], int]:
+    ocr: _OcrRun | None,
+) -> tuple[list[Block], int, _Recognised]:
     from documents.ingestion.extraction.pdf_clean import clean_pages
     from documents.ingestion.extraction.pdf_pdfium import read_pdf
 
     layout = read_pdf(data, filename=filename, limits=limits, deadline=deadline, on_page=progress)
     pages = len(layout.pages)
+    recognised = _Recognised()
+    # A page with (almost) no characters that draws something: a picture of a page.
+    scanned = [
+        index
+        for index, page in enumerate(layout.pages)
+        if page.ink_chars < _MIN_CHARS_PER_PAGE and not page.blank
+    ]
+    if ocr is not None and scanned:
+        recognised = _recognise(data, scanned, ocr, filename=filename, limits=limits, deadline=deadline)
+        text_pages = read_pdf(
+            recognised.text_layer, filename=filename, limits=limits, deadline=deadline
+        ).pages
+        if len(text_pages) != len(scanned):  # OCRmyPDF keeps every page it is given
+            raise ExtractionError(
+                f"{filename}: OCR returned {len(text_pages)} pages for {len(scanned)}; "
+                "save or export it again and upload it again",
+                code="ocr_failed",
+            )
+        for index, page in zip(scanned, text_pages, strict=True):
+            layout.pages[index] = page
     if sum(page.ink_chars for page in layout.pages) < _MIN_CHARS_PER_PAGE * pages:
+        if recognised.pages:
+            languages = "+".join(ocr.options.languages) if ocr is not None else ""
+            raise ExtractionError(
+                f"{filename} has no text layer (a scanned PDF?), and OCR (Tesseract, languages "
+                f"{languages}) found no text on its pages either. Upload a clearer scan, or a file "
+                "with a text layer",
+                code="no_text_layer",
+            )
         raise ExtractionError(
             f"{filename} has no text layer (a scanned PDF?): its pages are images. Run it through "
             "OCR (for example ocrmypdf) and upload the result",
             code="no_text_layer",
         )
-    return clean_pages(layout.pages, layout.outline if use_outline else []), pages
+    return clean_pages(layout.pages, layout.outline if use_outline else []), pages, recognised
+
+
+def _recognise(
+    data: bytes,
+    scanned: list[int],
+    ocr: _OcrRun,
+    *,
+    filename: str,
+    limits: ExtractionLimits,
+    deadline: Deadline,
+) -> _Recognised:
+    """OCR of the pages ``scanned`` (0-based), with the time limit raised for them first: a
+    page takes Tesseract seconds where reading a text page takes milliseconds."""
+    from documents.ingestion.extraction.ocr import recognise_pages
+
+    more = ocr.options.seconds_per_page * len(scanned)
+    if ocr.on_more_time is not None:
+        ocr.on_more_time(more)
+    deadline.extend(more)
+    text_layer = recognise_pages(data, scanned, options=ocr.options, filename=filename, on_page=ocr.on_page)
+    deadline.check()
+    return _Recognised(pages=tuple(index + 1 for index in scanned), text_layer=text_layer)
 
 
 def _text(data: bytes, filename: str, detected: Detected, limits: ExtractionLimits) -> Extracted:

@@ -22,12 +22,18 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from documents.ingestion.extraction.model import Extracted, ExtractionError, ExtractionLimits, Progress
+from documents.ingestion.extraction.model import (
+    Extracted,
+    ExtractionError,
+    ExtractionLimits,
+    OcrOptions,
+    Progress,
+)
 
 _MEGABYTE = 1024 * 1024
 
@@ -40,20 +46,29 @@ def extract_isolated(
     max_memory_bytes: int = 2048 * _MEGABYTE,
     grace_seconds: float = 10.0,
     on_progress: Progress | None = None,
+    ocr: OcrOptions | None = None,
+    on_recognise: Progress | None = None,
 ) -> Extracted:
-    """``extract(data, filename=..., limits=...)`` in a fresh process that may allocate
+    """``extract(data, filename=..., limits=..., ocr=...)`` in a fresh process that may allocate
     ``max_memory_bytes`` beyond what it holds once started, and is killed after
-    ``limits.max_seconds`` (plus ``grace_seconds`` for it to start)."""
+    ``limits.max_seconds`` (plus ``grace_seconds`` for it to start), plus
+    ``ocr.seconds_per_page`` for each page it reads by OCR (Tesseract, its child, inherits the
+    memory cap). ``on_recognise(done, total)`` hears of each page recognised."""
     limits = limits or ExtractionLimits()
     try:
         kind, payload = run_isolated(
             f"{__name__}:_child",
-            (data, filename, limits, max_memory_bytes),
+            (data, filename, limits, max_memory_bytes, ocr),
             max_seconds=limits.max_seconds + grace_seconds,
             on_progress=on_progress,
+            # Always heard, so that it is never taken for the answer.
+            listeners={"recognising": on_recognise or _ignore},
+            # The child asks for the OCR's time once it knows how many pages need it; never
+            # more than every page allowed would take.
+            max_more_seconds=ocr.seconds_per_page * limits.max_pages if ocr is not None else 0.0,
         )
-    except ChildTooSlow:
-        raise _too_slow(filename, limits) from None
+    except ChildTooSlow as slow:
+        raise _too_slow(filename, slow.seconds - grace_seconds) from None
     except ChildStopped as stopped:
         if stopped.killed:
             raise _too_big(filename, max_memory_bytes) from None
@@ -69,8 +84,17 @@ def extract_isolated(
     raise ExtractionError(message, code=code)
 
 
+def _ignore(*_: object) -> None:
+    return None
+
+
 class ChildTooSlow(Exception):
-    """The child gave no answer within its time; it has been killed."""
+    """The child gave no answer within its time (``seconds``, with any it was granted more);
+    it has been killed."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no answer within {seconds:g} seconds")
+        self.seconds = seconds
 
 
 class ChildStopped(Exception):
@@ -88,23 +112,38 @@ def run_isolated(
     *,
     max_seconds: float,
     on_progress: Callable[..., None] | None = None,
+    listeners: Mapping[str, Callable[..., None]] | None = None,
+    max_more_seconds: float = 0.0,
 ) -> tuple[str, Any]:
     """Run ``target`` in a fresh interpreter (``spawn_isolated``) and return its answer, the
-    first message that is not ``("progress", args)`` (those go to ``on_progress``). The child is
-    killed after ``max_seconds`` (``ChildTooSlow``) and never outlives this call; one that ends
-    without answering raises ``ChildStopped``. Extraction and page drawing both run here, so
-    they share one way of starting, timing and reaping a child."""
+    first message that is not ``("progress", args)`` (those go to ``on_progress``), nor of a
+    kind in ``listeners`` (``(kind, args)`` goes to ``listeners[kind]``), nor ``("more_time",
+    seconds)``: the child asking for more time (pages to OCR), granted up to
+    ``max_more_seconds`` in all. The child is killed after ``max_seconds`` and what it was
+    granted (``ChildTooSlow``) and never outlives this call; one that ends without answering
+    raises ``ChildStopped``. Extraction and page drawing both run here, so they share one way
+    of starting, timing and reaping a child."""
     child, receiver = spawn_isolated(target, args)
-    expires = time.monotonic() + max(0.0, max_seconds)
+    allowed = max(0.0, max_seconds)
+    expires = time.monotonic() + allowed
+    grantable = max(0.0, max_more_seconds)
     try:
         while True:
             if not receiver.poll(max(0.0, expires - time.monotonic())):
-                raise ChildTooSlow()
+                raise ChildTooSlow(allowed)
             kind, payload = receiver.recv()
-            if kind != "progress":
+            if kind == "more_time":
+                granted = min(grantable, max(0.0, float(payload)))
+                grantable -= granted
+                allowed += granted
+                expires += granted
+            elif kind == "progress":
+                if on_progress is not None:
+                    on_progress(*payload)
+            elif listeners is not None and kind in listeners:
+                listeners[kind](*payload)
+            else:
                 return kind, payload
-            if on_progress is not None:
-                on_progress(*payload)
     except EOFError:
         child.wait()
         raise ChildStopped(killed=child.returncode is not None and child.returncode < 0) from None
@@ -156,7 +195,12 @@ def _main() -> None:
 
 
 def _child(
-    sender: Connection, data: bytes, filename: str, limits: ExtractionLimits, max_memory_bytes: int
+    sender: Connection,
+    data: bytes,
+    filename: str,
+    limits: ExtractionLimits,
+    max_memory_bytes: int,
+    ocr: OcrOptions | None,
 ) -> None:
     # Every reader's libraries load before the cap, so it bounds the reading alone.
     import docx  # noqa: F401
@@ -164,6 +208,9 @@ def _child(
 
     import documents.ingestion.extraction.pdf_pdfium  # noqa: F401
     from documents.ingestion.extraction import extract
+
+    if ocr is not None:
+        import ocrmypdf  # noqa: F401
 
     answer: tuple[str, Any]
     try:
@@ -175,6 +222,9 @@ def _child(
                 filename=filename,
                 limits=limits,
                 on_progress=lambda done, total: sender.send(("progress", (done, total))),
+                ocr=ocr,
+                on_recognise=lambda done, total: sender.send(("recognising", (done, total))),
+                on_more_time=lambda seconds: sender.send(("more_time", seconds)),
             ),
         )
     except ExtractionError as error:
@@ -199,9 +249,9 @@ def cap_memory(max_memory_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _too_slow(filename: str, limits: ExtractionLimits) -> ExtractionError:
+def _too_slow(filename: str, seconds: float) -> ExtractionError:
     return ExtractionError(
-        f"{filename}: reading the file took longer than {limits.max_seconds:g} seconds; "
+        f"{filename}: reading the file took longer than {seconds:g} seconds; "
         "split it into smaller files and upload them again",
         code="too_slow",
     )

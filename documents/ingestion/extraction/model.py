@@ -52,6 +52,16 @@ class ExtractionLimits:
     max_compression_ratio: float = 100.0
 
 
+@dataclass(frozen=True)
+class OcrOptions:
+    """How pages that are pictures get their text (``ocr.recognise_pages``): Tesseract's
+    languages (``eng``, ``deu``, ...; several are read together), and the seconds a page may
+    take, which also raise the extraction's time limit by that much for each such page."""
+
+    languages: tuple[str, ...] = ("eng",)
+    seconds_per_page: float = 60.0
+
+
 @dataclass(frozen=True, slots=True)
 class PageSpan:
     """Page ``page`` (1-based) is ``text[start:end]``; the spans partition the text in order."""
@@ -81,6 +91,11 @@ class Extracted:
     headings: tuple[HeadingHint, ...] = ()
     # A sentence when the file's name says another format than its content (read by content).
     mismatch: str = ""
+    # The pages (1-based) whose text was recognised from their picture (OCR), and the PDF of
+    # those pages, in that order, with the recognised text placed over them: where a passage's
+    # lines on those pages are found (the original file has no text there).
+    recognised_pages: tuple[int, ...] = ()
+    text_layer: bytes = b""
 
     @cached_property
     def _page_starts(self) -> tuple[int, ...]:
@@ -104,6 +119,11 @@ class Deadline:
         self.seconds = seconds
         self.filename = filename
         self.expires = time.monotonic() + seconds
+
+    def extend(self, seconds: float) -> None:
+        """Allow ``seconds`` more (pages read by OCR)."""
+        self.seconds += seconds
+        self.expires += seconds
 
     def check(self) -> None:
         if time.monotonic() > self.expires:

@@ -217,6 +217,7 @@ class PdfPage:
     height: float
     lines: list[TextLine]  # in reading order
     ink_chars: int = 0
+    blank: bool = False  # nothing at all is drawn on it (no text, picture or path): nothing to OCR
 
 
 @dataclass

@@ -167,7 +167,8 @@ def _read_page(page: pdfium.PdfPage) -> PdfPage:
         _close(run, raw, segments)
     finally:
         textpage.close()
-    return PdfPage(height, lines_in_reading_order(segments), ink)
+    blank = pdfium_c.FPDFPage_CountObjects(page.raw) <= 0
+    return PdfPage(height, lines_in_reading_order(segments), ink, blank)
 
 
 def _close(run: _Run | None, raw: object, segments: list[Segment]) -> None:
