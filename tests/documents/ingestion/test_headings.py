@@ -669,3 +669,10 @@ def test_lettered_sub_clauses_after_their_clause_number_and_a_part_name_over_an_
     assert "a. Confidentiality" in titles and "b. Notification obligation" in titles
     # The untitled "4." under the part's name: one section, named by the part.
     assert "INDEMNIFICATION" in titles
+
+
+def test_a_title_may_end_on_a_number_but_not_on_a_small_word() -> None:
+    from documents.ingestion.heading_titles import is_titleish
+
+    assert is_titleish("Priorities for 2024", max_words=10)
+    assert not is_titleish("Terms of", max_words=10)
