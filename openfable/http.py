@@ -38,7 +38,12 @@ def error_response(request: HttpRequest, error: OpenFableError) -> HttpResponse:
         response = JsonResponse(error.to_dict(), status=error.status)
     else:
         response = render(request, "error.html", {"error": error}, status=error.status)
-    # A 429 or 503 that knows when to come back says it in the header clients and proxies read.
+    return with_retry_after(response, error)
+
+
+def with_retry_after(response: HttpResponse, error: OpenFableError) -> HttpResponse:
+    """``response`` with the ``Retry-After`` header of ``error``, when it knows one: a 429 or 503
+    that knows when to come back says it in the header clients and proxies read."""
     retry_after = error.details.get("retry_after_seconds")
     if isinstance(retry_after, int) and retry_after > 0:
         response["Retry-After"] = str(retry_after)

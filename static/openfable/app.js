@@ -38,6 +38,15 @@
   });
 })();
 
+// htmx leaves a 4xx answer out of the page; a 429 ("too many requests, try again in N seconds")
+// is a fragment meant for the person (the query page's results, a document's answer box): show it.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail.xhr.status === 429) {
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  }
+});
+
 // "Copy context": the packed text of a query result to the clipboard.
 document.addEventListener("click", (event) => {
   const button = event.target.closest("[data-copy]");
