@@ -69,7 +69,9 @@ def _assert_throttled(response: Any) -> None:
     assert 'role="alert"' in body and "Too many requests" in body and "Try again in" in body
 
 
-def test_after_the_rest_budget_is_spent_the_query_page_and_ask_answer_429(owner: Any, document: Document) -> None:
+def test_after_the_rest_budget_is_spent_the_query_page_and_ask_answer_429(
+    owner: Any, document: Document
+) -> None:
     rest = _rest(owner)
     assert [rest.get("/v1/api/documents").status_code for _ in range(RATE)] == [200] * RATE
     assert rest.get("/v1/api/documents").status_code == 429
