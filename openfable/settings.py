@@ -297,6 +297,10 @@ JOB_STALL_SECONDS = env.integer("JOB_STALL_SECONDS", 900, minimum=60)
 # sent again this long after it was made, by the worker's sweep every JOB_SWEEP_SECONDS.
 JOB_UNSENT_SECONDS = env.integer("JOB_UNSENT_SECONDS", 60, minimum=1)
 JOB_SWEEP_SECONDS = env.number("JOB_SWEEP_SECONDS", 30.0, minimum=0.5)
+# Every worker writes a heartbeat this often (openfable.worker_heartbeat), busy or not; the health
+# check takes a worker whose ping is late but whose heartbeat is younger than six of these as
+# alive and busy, not dead.
+WORKER_HEARTBEAT_SECONDS = env.number("WORKER_HEARTBEAT_SECONDS", 5.0, minimum=0.5, maximum=300)
 
 # --- Web --------------------------------------------------------------------------------
 # Django's usual four, on every place a password is set (the admin, the password change and reset

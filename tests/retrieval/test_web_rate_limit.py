@@ -53,8 +53,8 @@ def _rest(user: Any) -> APIClient:
 
 
 def _query_page(client: Client, *, htmx: bool = False) -> Any:
-    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
-    return client.get(QUERY, {"query": "notes", "budget": "500", "mode": "vector"}, **headers)
+    headers = {"HX-Request": "true"} if htmx else {}
+    return client.get(QUERY, {"query": "notes", "budget": "500", "mode": "vector"}, headers=headers)
 
 
 def _ask(client: Client, document: Document) -> Any:
