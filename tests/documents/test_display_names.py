@@ -37,7 +37,7 @@ def test_the_service_cleans_a_file_name_and_a_title(file_storage: Path) -> None:
     ).document
     document.refresh_from_db()
     assert (document.title, document.source_filename) == ("Q3 report", CLEAN)
-    assert document.original.name.endswith(CLEAN)
+    assert str(document.original.name).endswith(CLEAN)
     document_update(document=document, title="Renamed\u2067 again\u2069")
     document.refresh_from_db()
     assert document.title == "Renamed again"
