@@ -107,6 +107,21 @@ def test_an_origin_of_another_site_is_refused(live_url: str, person: Person) -> 
         assert http.post("/v1/mcp", json=INITIALIZE, headers=same_site).status_code == 200
 
 
+def test_an_origin_on_another_port_of_the_same_host_is_refused(live_url: str, person: Person) -> None:
+    # Before: only the host was compared, so a page of another local app (any port) got through.
+    port = int(live_url.rsplit(":", 1)[1])
+    other = live_url.replace(f":{port}", f":{port + 1 if port < 65535 else port - 1}")
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {person.key}", "Origin": other}
+    with httpx2.Client(base_url=live_url, timeout=10) as http:
+        for path in ("/v1/mcp", "/v1/mcp/sse"):
+            answer = http.post(path, json=INITIALIZE, headers=headers)
+            assert answer.status_code == 403, (path, answer.text)
+            assert answer.json()["error"]["code"] == "invalid_origin"
+            assert "same scheme, host and port" in answer.json()["error"]["message"]
+        https = {**headers, "Origin": live_url.replace("http://", "https://")}
+        assert http.post("/v1/mcp", json=INITIALIZE, headers=https).status_code == 403
+
+
 # WhiteNoise hands Django a synchronous file iterator, which Django's ASGI handler reads in a
 # thread and warns about: the file is served all the same.
 @pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume synchronous iterators")
