@@ -101,7 +101,7 @@ def drf_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
         logger.warning("database unavailable: %s", exc)
         exc = DATABASE_UNAVAILABLE
     if isinstance(exc, OpenFableError):
-        return Response(exc.to_dict(), status=exc.status)
+        return with_retry_after(Response(exc.to_dict(), status=exc.status), exc)
     response = exception_handler(exc, context)
     if response is None:
         return None

@@ -349,6 +349,11 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 
+# Sharing a collection (documents.services.sharing): invitations one person may send in any 24
+# hours, and how long after someone declines one it cannot be sent to them again.
+INVITATIONS_PER_DAY = env.integer("INVITATIONS_PER_DAY", 20, minimum=1)
+INVITATION_DECLINED_DAYS = env.integer("INVITATION_DECLINED_DAYS", 30, minimum=0)
+
 # --- REST API ---------------------------------------------------------------------------
 API_WAIT_SECONDS = env.number("API_WAIT_SECONDS", 120.0, minimum=1.0)  # ?wait=true waits this long at most
 API_THROTTLE_RATE = env.string("API_THROTTLE_RATE", "1200/minute")  # requests per user
