@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.utils.csp import CSP
 
 from openfable import embedded_broker  # light: starts nothing, imports no Redis client
 from openfable.config import ConfigProblem, EnvReader
@@ -71,6 +72,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy on every answer (SECURE_CSP below).
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     # Early: an over-size body is refused (413) before the session, CSRF or sign-in read anything.
     "openfable.request_size.RequestSizeMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -100,10 +103,27 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.csp",  # {{ csp_nonce }}
             ],
         },
     },
 ]
+
+# Content-Security-Policy (Django's own, ContentSecurityPolicyMiddleware): everything from this
+# site only, no inline script or style but those carrying the response's nonce
+# (``{{ csp_nonce }}``), no plugins, no framing, forms only to this site. The pages' scripts are
+# files (static/openfable/*.js; htmx's own indicator style is off, its rules are in app.css), so
+# a script injected into a page, through a document's text say, does not run.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "data:"],  # data: for the icons inside the stylesheets
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 # --- Database ---------------------------------------------------------------------------
 # Without OPENFABLE_DATABASE_URL the app starts its own PostgreSQL + pgvector (pgserver
