@@ -450,6 +450,9 @@ if not DEBUG:
 HTTPS = env.boolean("HTTPS", bool(DATABASE_URL) and not DEBUG)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 SECURE_SSL_REDIRECT = env.boolean("SSL_REDIRECT", HTTPS)
+# Probes reach a container over plain HTTP, past the proxy: the health checks answer them there
+# instead of sending them to https (the readiness and liveness probes, api.views.accounts).
+SECURE_REDIRECT_EXEMPT = [r"^v1/api/health(/live)?$"]
 SECURE_HSTS_SECONDS = env.integer("HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.boolean("HSTS_INCLUDE_SUBDOMAINS", HTTPS)
 SECURE_HSTS_PRELOAD = env.boolean("HSTS_PRELOAD", HTTPS)

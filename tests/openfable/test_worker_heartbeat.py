@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.test import Client
+from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from pytest_django.fixtures import Settings
@@ -47,3 +47,10 @@ def test_the_liveness_probe_answers_without_asking_any_other_part() -> None:
         response = Client().get("/v1/api/health/live")
     assert response.status_code == 200 and response.json() == {"status": "ok"}
     assert len(queries) == 0, "the liveness probe asked the database"
+
+
+@override_settings(SECURE_SSL_REDIRECT=True)
+def test_probes_over_plain_http_are_answered_not_sent_to_https() -> None:
+    # A container's probes come over plain HTTP, past the proxy that serves HTTPS.
+    assert Client().get("/v1/api/health/live").status_code == 200
+    assert Client().get("/v1/api/documents").status_code == 301, "everything else still goes to https"
