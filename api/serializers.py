@@ -474,6 +474,10 @@ class HealthSerializer(serializers.Serializer):
     checks = serializers.DictField()
 
 
+class LivenessSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok"])
+
+
 class ErrorBodySerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()

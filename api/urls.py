@@ -31,6 +31,7 @@ urlpatterns = [
     path("tokens", accounts.TokenListView.as_view(), name="tokens"),
     path("tokens/<int:pk>", accounts.TokenDetailView.as_view(), name="token"),
     path("health", accounts.HealthView.as_view(), name="health"),
+    path("health/live", accounts.LivenessView.as_view(), name="health-live"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # Last: anything else under /v1/api/ is answered in the API's JSON error shape.
     re_path(r"^(?P<path>.*)$", errors.not_found, name="not-found"),

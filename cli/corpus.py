@@ -1,4 +1,4 @@
-"""`openfable list | get | tree | node | jobs | collections | sweep | delete | health`: the corpus
+"""`openfable list | get | tree | node | jobs | collections | sweep | delete | health | worker-alive`: the corpus
 from the command line.
 
 The same reads and writes as the REST API (selectors and services, as a trusted caller that
@@ -8,6 +8,7 @@ returns (``documents.presenters``).
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from documents import selectors
@@ -17,6 +18,7 @@ from documents.services.documents import document_delete
 from documents.services.job_queue import jobs_sweep
 from openfable.errors import UserInputError
 from openfable.health import health
+from openfable.worker_heartbeat import heartbeat_stale_after, live_workers
 
 
 def register(subparsers: Any) -> None:
@@ -65,6 +67,13 @@ def register(subparsers: Any) -> None:
 
     check = subparsers.add_parser("health", help="database, pgvector, broker, worker, embeddings, LLM")
     check.set_defaults(handler=handle_health)
+
+    alive = subparsers.add_parser(
+        "worker-alive",
+        help="a worker of this host wrote its heartbeat lately (a worker's liveness probe: busy is alive)",
+    )
+    alive.add_argument("--hostname", default=None, help="the worker's host (default: this one)")
+    alive.set_defaults(handler=handle_worker_alive)
 
 
 def handle_list(options: dict[str, Any]) -> dict[str, Any]:
@@ -141,3 +150,29 @@ def handle_health(options: dict[str, Any]) -> dict[str, Any]:
             f"Not healthy: {failed} failed. See `checks` for why.", code="unhealthy", details=report.to_dict()
         )
     return report.to_dict()
+
+
+def handle_worker_alive(options: dict[str, Any]) -> dict[str, Any]:
+    """Exit 0 while a worker of the host beats, however busy; 1 once none has for a while. A
+    ping would fail on a worker whose pool is busy, and a probe reading it would restart it."""
+    hostname = options["hostname"] or socket.gethostname()
+    workers = live_workers(hostname=hostname)
+    if not workers:
+        stale = heartbeat_stale_after().total_seconds()
+        raise UserInputError(
+            f"No worker on {hostname} wrote a heartbeat in the last {stale:.0f} s: none is running there, "
+            "or it hangs. Start one (make run does), or restart it.",
+            code="worker_dead",
+        )
+    return {
+        "alive": True,
+        "hostname": hostname,
+        "workers": [
+            {
+                "name": worker.name,
+                "seconds_since_heartbeat": round(worker.seconds_since_beat, 1),
+                "active_tasks": worker.active_tasks,
+            }
+            for worker in workers
+        ],
+    }

@@ -112,21 +112,6 @@ def collection_may_manage(*, user: Any, collection: Collection) -> bool:
     )
 
 
-def users_named(usernames: Any) -> list[Any]:
-    """The users with these usernames, in the order given; ``NotFoundError`` (a 404, as for any
-    name of something that is not there) names any unknown one."""
-    from django.contrib.auth import get_user_model
-
-    wanted = [str(name).strip() for name in usernames or [] if str(name).strip()]
-    found = {user.get_username(): user for user in get_user_model().objects.filter(username__in=wanted)}
-    unknown = [name for name in wanted if name not in found]
-    if unknown:
-        raise NotFoundError(
-            f"No user named {', '.join(repr(name) for name in unknown)}.", code="unknown_user"
-        )
-    return [found[name] for name in dict.fromkeys(wanted)]
-
-
 def documents_visible(*, user: Any) -> QuerySet[Document]:
     if _sees_everything(user):
         return Document.objects.all()
@@ -522,14 +507,17 @@ def invitations_for(*, user: Any) -> QuerySet[CollectionInvitation]:
     if not getattr(user, "is_authenticated", False):
         return CollectionInvitation.objects.none()
     return (
-        CollectionInvitation.objects.filter(user_id=user.pk)
+        CollectionInvitation.objects.filter(
+            Q(user_id=user.pk) | Q(user__isnull=True, username=user.get_username()), declined__isnull=True
+        )
         .select_related("collection", "invited_by")
         .order_by("-created", "-id")
     )
 
 
 def collection_invited(*, collection: Collection) -> list[str]:
-    """The usernames invited to ``collection`` who have not accepted yet."""
+    """The names invited to ``collection`` that have not answered yet, whether or not an account
+    has that name (``documents.services.sharing``: the owner cannot tell)."""
     # .all() reads what a list prefetched (``prefetch_related("invitations__user")``): one query
     # for a whole page of collections, not one per collection.
-    return [invitation.user.get_username() for invitation in collection.invitations.all()]
+    return [invitation.username for invitation in collection.invitations.all() if invitation.declined is None]

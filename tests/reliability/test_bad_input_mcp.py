@@ -52,7 +52,6 @@ ROWS: list[tuple[str, str, dict[str, Any], str]] = [
     ("list tag with NUL", "list_documents", {"tag": "a\x00b"}, "NUL character"),
     ("51 tags", "ingest_document", {"text": "Hi.", "tags": [f"t{i}" for i in range(51)]}, "at most 50"),
     ("tag with NUL", "ingest_document", {"text": "Hi.", "tags": ["a\x00b"]}, "NUL character"),
-    ("title with NUL", "ingest_document", {"text": "Hi.", "title": "a\x00b"}, "NUL character"),
     (
         "query filtered by 51 tags",
         "query",
