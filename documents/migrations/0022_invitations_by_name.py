@@ -15,7 +15,7 @@ def _names_from_users(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("documents", "0020_job_embedding_tokens"),
+        ("documents", "0021_document_ocr"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
