@@ -18,7 +18,9 @@ LINE = re.compile(r"[^\r\n]+")
 _LINE_END = re.compile(r"[\r\n]")
 _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
 NUMBERED = re.compile(
-    r"(?P<kw>ARTICLE|Article|SECTION|Section|PART|Part|CHAPTER|Chapter)\s+"
+    # "Section G2: HR Services": a schedule's parts numbered by a code, always with a colon.
+    r"(?P<codekw>SECTION|Section|PART|Part)\s+(?P<code>[A-Z]{1,3})(?P<codenum>\d{1,2}):(?=\s)"
+    r"|(?P<kw>ARTICLE|Article|SECTION|Section|PART|Part|CHAPTER|Chapter)\s+"
     r"(?P<kwnum>\d{1,3}(?:\.\d{1,3}){0,3}|[IVXLC]{1,7})(?=[\s.:\-\u2013\u2014])\.?"
     r"|(?P<multi>\d{1,2}(?:\.\d{1,3}){1,3})\.?(?=\s)"
     r"|(?P<one>\d{1,2})[.)](?=\s|[A-Z]{2})"  # "1.DEFINITIONS" lost its space in extraction
@@ -60,6 +62,8 @@ _CAPITAL_RANK = 15.5
 # "21. " before "a. Confidentiality", alone at its line's start.
 _CLAUSE_NUMBER_BEFORE = re.compile(r"(?:^|(?<=\n))[ \t]*(?P<number>\d{1,2}\.)[ \t]+", re.MULTILINE)
 _CLAUSE_NUMBER_CHARS = 10
+# The family of "Section G2:" headings: the code's letters follow ("coded:G"), one run per code.
+_CODED_FAMILY = "coded:"
 # A numbering that starts again under a lettered clause sits just under that letter.
 _NESTED_STEP = 0.1
 _ROMAN_ITEM = re.compile(r"[ivx]|[IVX]")
@@ -205,6 +209,9 @@ def _run_in_title_ends(text: str, title_end: int) -> bool:
 
 
 def _numbering(match: re.Match[str]) -> tuple[str, tuple[int, ...]]:
+    if match.group("code"):
+        # Counted per code: "G1", "G2" ... and "GR1", "GR2" ... are two runs (_CODED_FAMILY).
+        return f"{_CODED_FAMILY}{match.group('code')}", (int(match.group("codenum")),)
     if match.group("kw"):
         number = match.group("kwnum")
         keyword = match.group("kw").lower()
@@ -366,7 +373,8 @@ def validated_numbering(
     for low, high in itertools.pairwise(bounds):
         part = [c for c in candidates if low <= c.start < high]
         letter_runs = _lettered_runs([c for c in part if c.family == "letter"])
-        for family in ("part", "chapter", "article", "roman", "number"):
+        coded = sorted({c.family for c in part if c.family.startswith(_CODED_FAMILY)})
+        for family in ("part", "chapter", "article", "roman", "number", *coded):
             members = drop_tables_of_contents([c for c in part if c.family == family])
             chain = _best_chain(members)
             if family == "number":
