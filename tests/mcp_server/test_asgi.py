@@ -34,7 +34,7 @@ def test_every_mcp_endpoint_refuses_a_request_without_a_token(live_url: str, per
     for answer in answers:
         assert answer.status_code == 401, answer.text
         assert answer.headers["www-authenticate"] == "Bearer"
-        assert answer.json()["error"]["code"] == "not_authenticated"
+        assert answer.json()["error"]["data"]["code"] == "not_authenticated"
 
 
 def test_an_unknown_or_revoked_token_is_refused(live_url: str, person: Person) -> None:
@@ -45,7 +45,7 @@ def test_an_unknown_or_revoked_token_is_refused(live_url: str, person: Person) -
             answer = http.post("/v1/mcp", json=INITIALIZE, headers=headers)
             assert answer.status_code == 401, answer.text
             assert answer.headers["www-authenticate"] == 'Bearer error="invalid_token"'
-            assert "revoked" in answer.json()["error"]["message"]
+            assert "revoked" in answer.json()["error"]["data"]["message"]
             assert http.get("/v1/mcp/sse", headers={"Authorization": f"Bearer {key}"}).status_code == 401
 
 
@@ -95,7 +95,7 @@ def test_a_host_not_in_allowed_hosts_is_refused(live_url: str, person: Person) -
     with httpx2.Client(base_url=live_url, timeout=10) as http:
         answer = http.post("/v1/mcp", json=INITIALIZE, headers=headers)
     assert answer.status_code == 421
-    assert answer.json()["error"]["code"] == "invalid_host"
+    assert answer.json()["error"]["data"]["code"] == "invalid_host"
 
 
 def test_an_origin_of_another_site_is_refused(live_url: str, person: Person) -> None:
@@ -129,4 +129,4 @@ def test_without_the_lifespan_the_mcp_endpoints_say_what_is_missing(person: Pers
     client = TestClient(with_mcp(get_asgi_application()), base_url="http://127.0.0.1:8000")
     answer = client.post("/v1/mcp", json=INITIALIZE, headers={"Authorization": f"Bearer {person.key}"})
     assert answer.status_code == 503
-    assert "lifespan" in answer.json()["error"]["message"]
+    assert "lifespan" in answer.json()["error"]["data"]["message"]
