@@ -365,6 +365,9 @@ class TreeNodeSerializer(serializers.Serializer):
     end_char = serializers.IntegerField()
     token_count = serializers.IntegerField()
     edited = serializers.BooleanField()
+    # Answered since the tree edits came; declared here so the schema says all the answer holds.
+    excluded = serializers.BooleanField(help_text="left out of queries (a curator excluded it)")
+    embedding_stale = serializers.BooleanField(help_text="edited since its vector was made")
     pages = serializers.ListField(
         child=serializers.IntegerField(), help_text="the pages of the document's file it lies on"
     )
