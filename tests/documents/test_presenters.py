@@ -22,6 +22,7 @@ from api.serializers import (
     QueryChunkSerializer,
     QueryDocumentSerializer,
     QueryResponseSerializer,
+    RetrievalReportSerializer,
 )
 from documents.models import Document, IngestionJob, Node
 from documents.services.collections import collection_update
@@ -164,6 +165,8 @@ def test_every_surface_answers_the_same_fields_for_the_same_object(
     # The REST API adds its own link to the file as uploaded; nothing else differs.
     for name in ("document", "meta", "listed"):
         assert rest[name].pop("original") == f"/v1/api/documents/{corpus.document.pk}/original"
+    for entry in rest["query"]["documents"]:
+        assert entry.pop("original") == f"/v1/api/documents/{entry['document_id']}/original"
     rest["query"], mcp["query"], cli["query"] = (_same_call(each["query"]) for each in (rest, mcp, cli))
     for name in rest:
         assert rest[name] == mcp[name], name
@@ -198,5 +201,6 @@ def test_every_surface_answers_the_same_fields_for_the_same_object(
     assert set(rest["collection"]) == set(CollectionSerializer().fields)
     assert set(found) == set(QueryResponseSerializer().fields)
     assert set(found["chunks"][0]) == set(QueryChunkSerializer().fields)
-    assert set(found["documents"][0]) == set(QueryDocumentSerializer().fields)
+    assert set(found["documents"][0]) | {"original"} == set(QueryDocumentSerializer().fields)
+    assert set(found["result"]) | set(_PER_CALL) == set(RetrievalReportSerializer().fields)
     assert Document.objects.get(pk=corpus.document.pk).metadata == document["metadata"]
