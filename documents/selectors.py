@@ -107,8 +107,7 @@ def document_texts(document_ids: Sequence[int]) -> dict[int, tuple[str, list[lis
 
 def document_sources(document_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     """What a query's answer says once per document its chunks come from: title, file name,
-    format, tags and metadata, by id. Read fresh for each answer (a cached query
-    result would keep the tags and metadata of the time it was cached)."""
+    format, tags and metadata, by id (one read, whatever the number of documents)."""
     fields = ("title", "source_filename", "format", "tags", "metadata")
     rows = Document.objects.filter(pk__in=list(document_ids)).values("id", *fields)
     return {row["id"]: {"document_id": row["id"], **{name: row[name] for name in fields}} for row in rows}

@@ -201,7 +201,7 @@ class RetrievalResult:
     cached: bool = False
     order: str = "document"  # of ``chunks``: see ORDERS
     top_k: int | None = None  # the most chunks asked for, in place of a budget (None: the budget alone)
-    # Per document of the answer, read for each answer (``documents.selectors.document_sources``):
+    # Per document of the answer (``documents.selectors.document_sources``), cached with the rest:
     # title, source_filename, format, tags, metadata.
     sources: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 

@@ -202,12 +202,9 @@ def retrieve(
 
 
 def _presented(result: RetrievalResult, order: str) -> RetrievalResult:
-    """The result as this caller asked for it: its chunks in ``order``, and what its documents
-    are now (file name, tags, metadata: read fresh, a cached result's may have changed since)."""
-    sources = document_sources([hit.document_id for hit in result.documents if hit.selected])
-    return dataclasses.replace(
-        result, chunks=chunks_in_order(result.chunks, order), order=order, sources=sources
-    )
+    """The result as this caller asked for it: its chunks in ``order`` (the cache keeps them in
+    document order, so both orders share one packing)."""
+    return dataclasses.replace(result, chunks=chunks_in_order(result.chunks, order), order=order)
 
 
 # -- the stages -----------------------------------------------------------------------------------
@@ -519,4 +516,7 @@ def _result(
         filters=request.scope.filters,
         notes=notes,
         top_k=request.top_k,
+        # What citing them needs (file name, tags, metadata), in one read. Cached with the rest:
+        # an edit of a document's tags or metadata moves the corpus version, and so the cache key.
+        sources=document_sources(selected),
     )

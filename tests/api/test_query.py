@@ -54,3 +54,15 @@ def test_top_k_by_score_with_each_document_once(people: People, indexed: Documen
         "metadata": {"source": "field notes"},
         "original": f"/v1/api/documents/{indexed.pk}/original",
     }
+
+
+def test_an_edit_of_tags_or_metadata_shows_in_the_next_answer(people: People, indexed: Document) -> None:
+    client = people.client(people.owner)
+    ask = {"query": "How do volcanoes erupt?", "top_k": 1}
+    assert client.post(QUERY, ask, format="json").json()["documents"][0]["tags"] == []
+    edited = client.patch(
+        f"/v1/api/documents/{indexed.pk}", {"tags": ["geo"], "metadata": {"shelf": 3}}, format="json"
+    )
+    assert edited.status_code == 200
+    (document,) = client.post(QUERY, ask, format="json").json()["documents"]
+    assert document["tags"] == ["geo"] and document["metadata"] == {"shelf": 3}
