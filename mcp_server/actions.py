@@ -175,10 +175,14 @@ def query(
     collection: str,
     documents: list[int] | None,
     tags: list[str] | None,
+    top_k: int | None = None,
+    order: str | None = None,
 ) -> dict[str, Any]:
     result = retrieve(
         query=query,
-        token_budget=token_budget if token_budget is not None else settings.TOKEN_BUDGET_DEFAULT,
+        token_budget=token_budget,  # None: the default budget, unless top_k asks for passages instead
+        top_k=top_k,
+        order=order,
         mode=mode,
         collection=collection or None,
         documents=documents or None,

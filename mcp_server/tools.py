@@ -228,6 +228,16 @@ async def query(
     tags: Annotated[
         list[str] | None, Field(description="Search only documents carrying all these tags.")
     ] = None,
+    top_k: Annotated[
+        int | None,
+        Field(description="Instead of token_budget: at most this many passages, the best (1-100)."),
+    ] = None,
+    order: Annotated[
+        Literal["document", "score"] | None,
+        Field(
+            description="Order of the chunks: 'document' (reading order, the default) or 'score' (best first)."
+        ),
+    ] = None,
 ) -> Annotated[CallToolResult, schemas.QueryAnswer]:
     """Find evidence: the passages most relevant to the query that fit the token budget, in
     document order. Each chunk has its text (`content`), document, section path (`toc_path`),
@@ -243,6 +253,8 @@ async def query(
         collection=collection,
         documents=documents,
         tags=tags,
+        top_k=top_k,
+        order=order,
     )
 
 

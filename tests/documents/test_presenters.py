@@ -22,6 +22,7 @@ from api.serializers import (
     QueryChunkSerializer,
     QueryDocumentSerializer,
     QueryResponseSerializer,
+    RetrievalReportSerializer,
 )
 from documents.models import Document, IngestionJob, Node
 from documents.services.collections import collection_update
@@ -173,6 +174,8 @@ def test_every_surface_answers_the_same_fields_for_the_same_object(
     # The REST API adds its own link to the file as uploaded; nothing else differs.
     for name in ("document", "meta", "listed"):
         assert rest[name].pop("original") == f"/v1/api/documents/{corpus.document.pk}/original"
+    for entry in rest["query"]["documents"]:
+        assert entry.pop("original") == f"/v1/api/documents/{entry['document_id']}/original"
 
     # A tree and a page of documents: one envelope for MCP and the command line; the REST API's
     # /v1 envelope holds the same entities (docs/rest-api.md, "One shape per entity").
@@ -228,5 +231,6 @@ def test_every_surface_answers_the_same_fields_for_the_same_object(
     assert set(rest["collection"]) == set(CollectionSerializer().fields)
     assert set(found) == set(QueryResponseSerializer().fields)
     assert set(found["chunks"][0]) == set(QueryChunkSerializer().fields)
-    assert set(found["documents"][0]) == set(QueryDocumentSerializer().fields)
+    assert set(found["documents"][0]) | {"original"} == set(QueryDocumentSerializer().fields)
+    assert set(found["result"]) | set(_PER_CALL) == set(RetrievalReportSerializer().fields)
     assert Document.objects.get(pk=corpus.document.pk).metadata == document["metadata"]
