@@ -105,6 +105,14 @@ def document_texts(document_ids: Sequence[int]) -> dict[int, tuple[str, list[lis
         return {pk: (content, json.loads(page_spans)) for pk, content, page_spans in cursor.fetchall()}
 
 
+def document_sources(document_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """What a query's answer says once per document its chunks come from: title, file name,
+    format, tags and metadata, by id (one read, whatever the number of documents)."""
+    fields = ("title", "source_filename", "format", "tags", "metadata")
+    rows = Document.objects.filter(pk__in=list(document_ids)).values("id", *fields)
+    return {row["id"]: {"document_id": row["id"], **{name: row[name] for name in fields}} for row in rows}
+
+
 def collection_may_manage(*, user: Any, collection: Collection) -> bool:
     """Whether ``user`` may rename, share or delete ``collection``: its owner (or a superuser)."""
     return _sees_everything(user) or (

@@ -220,9 +220,28 @@ class BearerTokenMiddleware:
         await self.app(scope, receive, send)
 
 
+# The JSON-RPC error code of each refusal (the range -32000 to -32099 is the server's own).
+_JSONRPC_CODES = {401: -32001, 403: -32003, 421: -32021, 503: -32005}
+
+
 async def send_error(send: Send, status: int, code: str, message: str, *, challenge: str = "") -> None:
-    """Answer with the project's error body, ``{"error": {"code", "message", "details"}}``."""
-    body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
+    """Refuse a request to an MCP endpoint, as a JSON-RPC error whose ``data`` is the project's error.
+
+    The SDK's client reads a JSON-RPC error in the body of a refused POST and raises it with its
+    message (``MCPError``); from any other body it raises only "Server returned an error
+    response", and the person never learns that a token is missing. So the message is the
+    JSON-RPC error's, and ``data`` is the ``{"code", "message", "details"}`` every surface
+    answers. ``id`` is null: the request is refused before its id is read (the client matches
+    the error to the request it sent).
+    """
+    error = {"code": code, "message": message, "details": {}}
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": _JSONRPC_CODES.get(status, -32000), "message": message, "data": error},
+        }
+    ).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if challenge:
         headers.append((b"www-authenticate", challenge.encode()))

@@ -426,6 +426,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept
         "api.schema.add_error_responses",
+        "api.schema.add_links",
     ],
     "ENUM_NAME_OVERRIDES": {
         "DocumentStatusEnum": "documents.models.Document.Status",

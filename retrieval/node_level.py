@@ -115,11 +115,13 @@ def node_level_chunks(
     terms: NodeTerms,
     navigate: NavigatePlan,
     query_settings: QuerySettings,
+    max_chunks: int | None = None,
 ) -> NodeLevel:
     """The chosen passages of the ``selected`` documents within ``budget`` tokens, in document
     order: LLMnavigate (unless the LLM is down) and TreeExpansion fused, then packed exactly.
 
     ``vector`` ranks the nodes; ``ranks`` are the documents' fused ranks, ``titles`` their titles.
+    ``max_chunks``: the query's ``top_k``, the most passages packed (None: as many as fit).
     """
     laps = Laps()
     nodes = _fetch_nodes(selected, vector)
@@ -134,7 +136,7 @@ def node_level_chunks(
         expansion = _tree_expansion(nodes, selected, terms, query_settings, laps)
     node_paths = _node_paths(step, expansion)
     node_fused = fuse(node_paths, {name: NODE_PATH_WEIGHTS[name] for name in node_paths})
-    packed, texts = _pack(node_fused, nodes, budget=budget, ranks=ranks)
+    packed, texts = _pack(node_fused, nodes, budget=budget, ranks=ranks, max_chunks=max_chunks)
     laps.end("packing")
     cut = ("Nothing fitted the budget whole: the best passage was cut to fit.",) if packed.truncated else ()
     found_by = {item.key: item.paths for item in node_fused}
@@ -241,7 +243,12 @@ def _tree_expansion(
 
 
 def _pack(
-    node_fused: Sequence[Fused[int]], nodes: _Nodes, *, budget: int, ranks: Mapping[int, int]
+    node_fused: Sequence[Fused[int]],
+    nodes: _Nodes,
+    *,
+    budget: int,
+    ranks: Mapping[int, int],
+    max_chunks: int | None = None,
 ) -> tuple[PackResult, dict[int, str]]:
     """LLM-chosen nodes first, then by fused score, without overlap, counted exactly."""
     partial = partly_excluded(nodes.rows.values())
@@ -263,6 +270,7 @@ def _pack(
         count=count_tokens,
         cut=truncate_to_tokens,
         document_rank=ranks,
+        max_chunks=max_chunks,
     )
 
 

@@ -192,10 +192,13 @@ def command_problems(command: str) -> list[str]:
 def _subcommand_problems(
     subcommands: dict[str, argparse.ArgumentParser], words: list[str], what: str
 ) -> list[str]:
-    if not words or _placeholder(words[0]):
+    if not words or _placeholder(words[0]) or words[0] in ("-h", "--help"):
         return []
     if words[0] not in subcommands:
         return [f"{what} has no subcommand {words[0]!r}"]
+    nested = _subcommands(subcommands[words[0]])  # a group: `openfable collection create`
+    if nested:
+        return _subcommand_problems(nested, words[1:], f"{what} {words[0]}")
     return _flag_problems(subcommands[words[0]], words[1:], f"{what} {words[0]}")
 
 
@@ -249,6 +252,9 @@ def test_the_checks_catch_a_broken_link_and_an_unknown_command() -> None:
     assert command_problems("python manage.py migrate --no-such-flag")
     assert command_problems("manage.py no_such_command")
     assert command_problems("openfable index notes.md --wait --collection reports") == []
+    assert command_problems("openfable collection create Reports --slug reports") == []
+    assert command_problems("openfable collection create Reports --no-such-flag")
+    assert command_problems("openfable collection frobnicate")
     assert command_problems("python -m fable_benchmarks bench-latency --nodes 100000") == []
     assert command_problems("python manage.py openfable reembed --dimensions 384") == []
     assert github_anchor("API, sign-in and rate limits") == "api-sign-in-and-rate-limits"

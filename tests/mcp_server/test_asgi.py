@@ -38,7 +38,7 @@ def test_every_mcp_endpoint_refuses_a_request_without_a_token(live_url: str, per
     for answer in answers:
         assert answer.status_code == 401, answer.text
         assert answer.headers["www-authenticate"] == "Bearer"
-        assert answer.json()["error"]["code"] == "not_authenticated"
+        assert answer.json()["error"]["data"]["code"] == "not_authenticated"
 
 
 def test_an_unknown_or_revoked_token_is_refused(live_url: str, person: Person) -> None:
@@ -49,7 +49,7 @@ def test_an_unknown_or_revoked_token_is_refused(live_url: str, person: Person) -
             answer = http.post("/v1/mcp", json=INITIALIZE, headers=headers)
             assert answer.status_code == 401, answer.text
             assert answer.headers["www-authenticate"] == 'Bearer error="invalid_token"'
-            assert "revoked" in answer.json()["error"]["message"]
+            assert "revoked" in answer.json()["error"]["data"]["message"]
             assert http.get("/v1/mcp/sse", headers={"Authorization": f"Bearer {key}"}).status_code == 401
 
 
@@ -99,7 +99,7 @@ def test_a_host_not_in_allowed_hosts_is_refused(live_url: str, person: Person) -
     with httpx2.Client(base_url=live_url, timeout=10) as http:
         answer = http.post("/v1/mcp", json=INITIALIZE, headers=headers)
     assert answer.status_code == 421
-    assert answer.json()["error"]["code"] == "invalid_host"
+    assert answer.json()["error"]["data"]["code"] == "invalid_host"
 
 
 def test_an_origin_of_another_site_is_refused(live_url: str, person: Person) -> None:
@@ -120,7 +120,7 @@ def test_an_origin_on_another_port_of_the_same_host_is_refused(live_url: str, pe
         for path in ("/v1/mcp", "/v1/mcp/sse"):
             answer = http.post(path, json=INITIALIZE, headers=headers)
             assert answer.status_code == 403, (path, answer.text)
-            assert answer.json()["error"]["code"] == "invalid_origin"
+            assert answer.json()["error"]["data"]["code"] == "invalid_origin"
             assert "same scheme, host and port" in answer.json()["error"]["message"]
         https = {**headers, "Origin": live_url.replace("http://", "https://")}
         assert http.post("/v1/mcp", json=INITIALIZE, headers=https).status_code == 403
@@ -148,7 +148,7 @@ def test_without_the_lifespan_the_mcp_endpoints_say_what_is_missing(person: Pers
     client = TestClient(with_mcp(get_asgi_application()), base_url="http://127.0.0.1:8000")
     answer = client.post("/v1/mcp", json=INITIALIZE, headers={"Authorization": f"Bearer {person.key}"})
     assert answer.status_code == 503
-    assert "lifespan" in answer.json()["error"]["message"]
+    assert "lifespan" in answer.json()["error"]["data"]["message"]
 
 
 def _raw_request(live_url: str, head: str, body: bytes, *, wait: float = 10.0) -> tuple[int, float, bytes]:
