@@ -219,7 +219,8 @@ def test_a_stopped_database_fails_requests_fast_and_the_same_processes_recover(s
         f"openfable query with the database stopped: exit {command.returncode} in {time.monotonic() - started:.1f} s"
     )
     assert command.returncode == 1, command.stdout + command.stderr
-    said = json.loads(command.stdout)
+    assert command.stdout == "", "an error goes to stderr"
+    said = json.loads(command.stderr.strip().splitlines()[-1])
     assert said["error"].startswith("Cannot reach the database"), said
     assert "Traceback" not in command.stderr, command.stderr
 
