@@ -8,6 +8,7 @@ subclause ("2. SUPPLY 2.1 Purchase") ends there, and the subclause is a heading 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Sequence
@@ -403,35 +404,46 @@ def _numbers_under_letters(
     Returns the top chain and the inner headings."""
     if not letter_runs:
         return chain, []
-    single = [member for member in members if len(member.path) == 1]
+    single = [member for member in members if len(member.path) == 1]  # in document order
     inner: set[int] = set()
+    top = [c for c in chain if len(c.path) == 1]
+    top_starts = [c.start for c in top]
+    ones = [m.start for m in single if m.path == (1,)]
     for run in letter_runs:
         for before, after in itertools.pairwise(run):
-            between = [c for c in chain if len(c.path) == 1 and before.start < c.start < after.start]
-            if between and any(m.path == (1,) and before.start < m.start < between[0].start for m in single):
+            low = bisect.bisect_right(top_starts, before.start)
+            between = top[low : bisect.bisect_left(top_starts, after.start)]
+            # An inner "1." between the letter and the first of those numbers opens their run.
+            if between and bisect.bisect_right(ones, before.start) < bisect.bisect_left(
+                ones, between[0].start
+            ):
                 inner.update(id(c) for c in between)
     if inner:
         chain = _best_chain([member for member in members if id(member) not in inner])
     in_chain = {id(member) for member in chain}
+    free = [m for m in single if id(m) not in in_chain]
+    free_starts = [m.start for m in free]
     letters = [member for run in letter_runs for member in run]
+    # Where each letter's span may end, per rank: the next top number, or the next letter of its
+    # rank or above ("(A)" items inside "A. Cash Payment" do not end it). Sorted once, searched
+    # per letter: a long document has thousands of letters.
+    ends_by_rank = {
+        rank: sorted([c.start for c in chain] + [m.start for m in letters if m.rank <= rank])
+        for rank in {letter.rank for letter in letters}
+    }
     nested: list[Heading] = []
-    for run in letter_runs:
-        for letter in run:
-            # The letter's span ends at the next top number or letter of its rank or above ("(A)"
-            # items inside "A. Cash Payment" do not end it).
-            bounds = [c.start for c in chain] + [m.start for m in letters if m.rank <= letter.rank]
-            end = min((start for start in bounds if start > letter.start), default=None)
-            inside = [
-                m
-                for m in single
-                if id(m) not in in_chain and m.start > letter.start and (end is None or m.start < end)
-            ]
-            counted = _counted_from_one(inside)
-            if len(counted) >= 2:
-                for member in counted:
-                    if member.title:
-                        member.rank = letter.rank + _NESTED_STEP
-                        nested.append(member)
+    for letter in letters:
+        ends = ends_by_rank[letter.rank]
+        following = bisect.bisect_right(ends, letter.start)
+        end = ends[following] if following < len(ends) else None
+        first = bisect.bisect_right(free_starts, letter.start)
+        last = len(free) if end is None else bisect.bisect_left(free_starts, end)
+        counted = _counted_from_one(free[first:last])
+        if len(counted) >= 2:
+            for member in counted:
+                if member.title:
+                    member.rank = letter.rank + _NESTED_STEP
+                    nested.append(member)
     return chain, nested
 
 
