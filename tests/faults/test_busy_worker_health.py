@@ -134,15 +134,27 @@ def test_a_busy_worker_is_alive_and_a_dead_one_is_not(
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(timeout=30)
 
+        dead: list[dict[str, Any]] = []
+
         def reported_dead() -> bool:
-            return _health()[0] == 503
+            status, body = _health()
+            if status == 503:
+                dead.append(body)
+            return bool(dead)
 
         wait_for(reported_dead, timeout=20, what="the health check to report the killed worker")
-        status, body = _health()
-        assert body["failed"] == ["worker"], body
-        assert "none wrote a heartbeat in the last 3 s" in body["checks"]["worker"]["detail"]
-        with pytest.raises(UserInputError, match=r"No worker on .* wrote a heartbeat"):
-            handle_worker_alive({"hostname": None})
+        # The answer that said so is the one judged: on a loaded machine a worker of another test
+        # winding down may beat once more afterwards, which says nothing about this one.
+        assert dead[0]["failed"] == ["worker"], dead[0]
+        assert "none wrote a heartbeat in the last 3 s" in dead[0]["checks"]["worker"]["detail"]
+        killed = f":{worker.pid}"
+        assert not [alive for alive in live_workers() if alive.name.endswith(killed)]
+        others = [alive.name for alive in live_workers()]
+        if not others:
+            with pytest.raises(UserInputError, match=r"No worker on .* wrote a heartbeat"):
+                handle_worker_alive({"hostname": None})
+        else:
+            print(f"other workers beating after the kill: {others}")
     finally:
         stop_process(worker)
         print(log.read_text(errors="replace")[-4000:])
