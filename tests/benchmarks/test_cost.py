@@ -15,11 +15,11 @@ from documents.ingestion.prompts import chunking_messages, tree_messages
 from documents.ingestion.tree_schema import tree_from_json
 from documents.models import Collection, Document
 from fable_benchmarks.command import BenchCommand
-from fable_benchmarks.fake_llm import answers, model
 from fable_benchmarks.report import COST_INGEST_HEADER, COST_QUERY_HEADER, COST_REINDEX_HEADER
 from openfable.models import LLMCacheEntry
 from openfable.tokens import count_tokens
 from tests.benchmarks import run_bench
+from tests.fakes.llm import answers, model
 
 TOPICS = ("revenue", "governance", "litigation", "hiring", "suppliers", "emissions")
 

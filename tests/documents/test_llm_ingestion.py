@@ -19,10 +19,10 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from documents.models import Document, IngestionJob, Node
 from documents.services.documents import document_create, document_reindex
 from documents.services.jobs import document_index, job_claim
-from fable_benchmarks.fake_llm import answers, reading
-from fable_benchmarks.fake_llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay, status
 from openfable.models import LLMCacheEntry
 from tests.factories import CollectionFactory
+from tests.fakes.llm import answers, reading
+from tests.fakes.llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay, status
 
 pytestmark = pytest.mark.django_db
 
