@@ -60,6 +60,7 @@ def test_the_scripted_answers_pass_the_builders_validation_and_have_realistic_si
 
 
 @pytest.mark.django_db(transaction=True)  # the client's worker threads write the LLM cache themselves
+@pytest.mark.slow
 def test_bench_cost_counts_the_tokens_and_reindexing_unchanged_text_costs_none(tmp_path: Path) -> None:
     docs = tmp_path / "docs.jsonl"
     rows = [

@@ -180,6 +180,7 @@ def test_reindex_replaces_the_tree_and_keeps_a_persons_edits() -> None:
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_a_failed_reindex_keeps_the_old_tree_shows_the_error_and_can_be_retried(
     scripted_openai: ScriptedOpenAIServer,
 ) -> None:

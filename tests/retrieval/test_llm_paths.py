@@ -182,6 +182,7 @@ def _prompt(request: dict[str, Any]) -> str:
     return str(request["messages"][-1]["content"])
 
 
+@pytest.mark.slow
 def test_bipath_uses_both_llm_paths_and_packs_the_llm_choice_first(
     llm: ScriptedOpenAIServer,
     corpus: Corpus,  # noqa: F811

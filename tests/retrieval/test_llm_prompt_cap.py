@@ -25,6 +25,7 @@ def scripted(db: None, settings: SettingsWrapper) -> Iterator[FableModelServer]:
         yield server
 
 
+@pytest.mark.slow
 def test_a_query_too_long_for_the_allowance_skips_llmselect_without_a_request(
     scripted: FableModelServer,
     settings: SettingsWrapper,
