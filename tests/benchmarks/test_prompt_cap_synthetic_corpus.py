@@ -7,6 +7,7 @@ benchmarks; tests/retrieval/test_llm_prompt_cap.py holds the rest of the allowan
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from django.conf import settings as django_settings
 
 from documents.ingestion.tree import LEAF
@@ -33,6 +34,7 @@ def _synthetic(documents: int) -> tuple[Collection, np.ndarray]:
     return collection, centres
 
 
+@pytest.mark.slow  # writes 24 documents of 100 nodes
 def test_both_prompts_of_a_query_fit_its_allowance_and_navigate_gets_what_select_left(
     scripted: FableModelServer,  # noqa: F811
 ) -> None:
