@@ -133,11 +133,13 @@ EMBEDDED_DATABASE_DIR = DATA_DIR / "postgres"
 if DATABASE_URL:
     DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
 else:
-    from openfable.embedded_db import ensure_running
+    from openfable import embedded_db
 
-    DATABASES = {
-        "default": exit_on_startup_error(lambda: ensure_running(EMBEDDED_DATABASE_DIR)).django_config()
-    }
+    if embedded_db.START_WITH_SETTINGS:
+        _embedded = exit_on_startup_error(lambda: embedded_db.ensure_running(EMBEDDED_DATABASE_DIR))
+    else:  # the tests start it when one first needs the database (tests/embedded_database.py)
+        _embedded = embedded_db.planned(EMBEDDED_DATABASE_DIR)
+    DATABASES = {"default": _embedded.django_config()}
 DATABASES["default"].setdefault("TEST", {})
 # A connection that broke (the database restarted) is noticed and replaced at the next request or
 # task instead of failing every later one: long-lived processes recover by themselves.

@@ -58,6 +58,7 @@ def empty_database() -> Iterator[str]:
         ["manage.py", "openfable", "reembed"],
     ],
 )
+@pytest.mark.slow
 def test_an_unmigrated_database_is_named_with_the_fix(empty_database: str, command: list[str]) -> None:
     result = _python(empty_database, *command)
     assert result.returncode == 1, result.stderr

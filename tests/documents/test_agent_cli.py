@@ -341,6 +341,7 @@ def _script(*args: str, stdin: str | None = None) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_the_openfable_console_script_runs_the_same_steps(tmp_path: Path) -> None:
     status, planned = _script("plan", write(tmp_path, "guide.md", TEXT))
     assert status == 0 and planned["created"] is True

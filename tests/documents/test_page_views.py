@@ -169,6 +169,7 @@ def test_six_requests_at_once_for_a_huge_page_stay_under_a_gigabyte(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_six_huge_pages_at_once_are_drawn_two_at_a_time(
     file_storage: Path, settings: Any, count_drawings: list[int]
 ) -> None:

@@ -36,13 +36,13 @@ from django.db import connection
 from django.test import Client
 
 from documents.models import Document, IngestionJob
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
 from openfable import embedded_broker
 from openfable.api_tokens import token_create
 from openfable.embeddings import LOCAL_DIMENSIONS
 from tests.conftest import REPO_ROOT
 from tests.documents.ingestion import document_files as files
 from tests.factories import CollectionFactory, UserFactory
+from tests.fakes.llm.server import ScriptedOpenAIServer
 from tests.faults.processes import answers, app_environment, free_port, stop_process, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -29,7 +29,6 @@ from pytest_django.fixtures import Settings
 from cli.corpus import handle_worker_alive
 from documents.models import IngestionJob
 from documents.services.documents import document_create
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer, delay
 from openfable import health as health_module
 from openfable.embeddings import LOCAL_DIMENSIONS
 from openfable.errors import UserInputError
@@ -37,6 +36,7 @@ from openfable.runner import worker_command
 from openfable.worker_heartbeat import live_workers
 from tests.conftest import REPO_ROOT
 from tests.factories import CollectionFactory
+from tests.fakes.llm.server import ScriptedOpenAIServer, delay
 from tests.faults.processes import app_environment, stop_process, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.django_db(transaction=True)]

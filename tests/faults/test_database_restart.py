@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer, delay
 from openfable import embedded_broker
 from openfable.embeddings import LOCAL_DIMENSIONS
 from openfable.runner import _web_server_command
 from tests.conftest import REPO_ROOT
+from tests.fakes.llm.server import ScriptedOpenAIServer, delay
 from tests.faults.processes import (
     PrivateCluster,
     answers,

@@ -125,6 +125,7 @@ def test_an_offset_past_the_end_is_an_empty_page(live_url: str, person: Person) 
 # -- bad files (issue 21): refused at upload, or accepted and their job fails in words ------------
 
 
+@pytest.mark.slow
 def test_bad_files_are_refused_or_fail_their_job_in_words(
     live_url: str, person: Person, eager_tasks: None, file_storage: Path
 ) -> None:

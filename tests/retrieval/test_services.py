@@ -494,6 +494,7 @@ def test_stale_stored_token_counts_never_break_the_budget(corpus: Corpus) -> Non
     assert any("stale" in note for note in result.notes)
 
 
+@pytest.mark.slow
 def test_a_tiny_budget_cuts_the_best_leaf_and_flags_it() -> None:
     sentence = "Seismometers record swarms of small earthquakes as magma moves beneath the volcano. "
     long_read = sec("Long read", "One long passage about volcano seismology.", sentence * 30, sentence * 30)
