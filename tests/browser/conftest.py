@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from celery.contrib.testing.worker import start_worker
+from playwright.sync_api import expect
 
 from openfable.celery import app as celery_app
 
@@ -19,6 +20,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # git ignores, so that a test run never rewrites the tracked ones.
 SCREENSHOTS_ENV = "SCREENSHOTS_DIR"
 WIDTHS = {"desktop": (1440, 900), "phone": (375, 812)}
+
+# Playwright's assertions wait 5 s by default; an edit that re-renders the outline on a 2-core
+# machine running the other half of the suite in parallel has taken longer. Waiting longer costs
+# nothing when the page is quick, and an assertion that never holds still fails.
+expect.set_options(timeout=20_000)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

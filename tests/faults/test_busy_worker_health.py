@@ -92,7 +92,11 @@ def no_worker_left(transactional_db: None) -> None:
     # The suite's earlier fault tests run whole stacks on this database (`make run`'s own shape);
     # a worker of theirs still winding down beats here for a few seconds more. This test is about
     # its own worker: it starts once none is left.
-    wait_for(lambda: not live_workers(), timeout=90, what="the workers of earlier tests to stop beating")
+    try:
+        wait_for(lambda: not live_workers(), timeout=90, what="the workers of earlier tests to stop beating")
+    except AssertionError as error:
+        beating = [(alive.name, round(alive.seconds_since_beat, 1)) for alive in live_workers()]
+        raise AssertionError(f"{error}: {beating} (this test process: {os.getpid()})") from None
 
 
 def test_a_busy_worker_is_alive_and_a_dead_one_is_not(
