@@ -3,6 +3,7 @@ drf-spectacular postprocessing hook), so the schema names every status the serve
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
@@ -72,65 +73,133 @@ _DOCUMENT_OPERATIONS = (
     "v1_api_documents_group_create",
     "v1_api_documents_undo_create",
 )
-_NODE_OPERATIONS = (
-    "v1_api_nodes_retrieve",
+_DOCUMENT_READS_AND_EDITS = tuple(
+    operation
+    for operation in _DOCUMENT_OPERATIONS
+    if operation not in {"v1_api_documents_destroy", "v1_api_documents_reindex_create"}
+)
+_NODE_READS = ("v1_api_nodes_retrieve", "v1_api_nodes_move_places_retrieve")
+_NODE_EDITS = (
     "v1_api_nodes_partial_update",
-    "v1_api_nodes_move_places_retrieve",
     "v1_api_nodes_dissolve_create",
     "v1_api_nodes_merge_create",
     "v1_api_nodes_move_create",
     "v1_api_nodes_split_create",
 )
-# In a nested tree (GET /documents/{id}/tree): the root's first section, and that section's
-# first child (a leaf or a subsection): the nodes each kind of edit takes.
-_SECTION, _LEAF = "#/0/children/0/id", "#/0/children/0/children/0/id"
-_TREE_NODES = {
-    "v1_api_nodes_retrieve": _LEAF,
-    "v1_api_nodes_partial_update": _SECTION,
-    "v1_api_nodes_move_places_retrieve": _SECTION,
-    "v1_api_nodes_dissolve_create": _SECTION,
-    "v1_api_nodes_merge_create": _LEAF,
-    "v1_api_nodes_move_create": _LEAF,
-    "v1_api_nodes_split_create": _LEAF,
+# The edits whose answer has the node (a dissolve's and an undo's has none).
+_EDITS = (
+    "v1_api_nodes_merge_create",
+    "v1_api_nodes_move_create",
+    "v1_api_nodes_split_create",
+    "v1_api_documents_group_create",
+)
+
+
+@dataclass(frozen=True)
+class Link:
+    """Where one answer leads: the target's path ``id`` and request body fields, each a runtime
+    expression (``$response.body#/…``, ``$request.path.id``) or a constant."""
+
+    id: str
+    body: dict[str, Any] = field(default_factory=dict)
+    query: dict[str, Any] = field(default_factory=dict)
+
+
+def _body(pointer: str) -> str:
+    return f"$response.body{pointer}"
+
+
+def _to(operations: tuple[str, ...], pointer: str, **body: str) -> dict[str, Link]:
+    """Each operation, its id at ``pointer`` in the answer (and body fields at theirs)."""
+    return {
+        operation: Link(_body(pointer), {k: _body(v) for k, v in body.items()}) for operation in operations
+    }
+
+
+# The tree of a document (GET /documents/{id}/tree, nested) as Markdown makes it: the root, its
+# title and opening paragraph as two leaves, then its sections. Each edit gets the node it takes.
+_TITLE = "#/0/children/0/id"
+_SECTION, _NEXT_SECTION = "#/0/children/2/id", "#/0/children/3/id"
+_SECTION_LEAF = "#/0/children/2/children/0/id"
+_THIS_DOCUMENT = "$request.path.id"
+# A tree link asks for the nested tree: the pointers above read it.
+_NESTED = {"flat": "false"}
+_FROM_TREE: dict[str, Link] = {
+    "v1_api_nodes_retrieve": Link(_body(_SECTION_LEAF)),
+    "v1_api_nodes_partial_update": Link(_body(_SECTION)),
+    # A section can move to the end of the section before it (it becomes a subsection there).
+    "v1_api_nodes_move_places_retrieve": Link(_body(_NEXT_SECTION)),
+    "v1_api_nodes_move_create": Link(_body(_NEXT_SECTION), {"parent": _body(_SECTION)}),
+    "v1_api_nodes_dissolve_create": Link(_body(_SECTION)),
+    "v1_api_nodes_merge_create": Link(_body(_TITLE)),  # with the opening paragraph after it
+    # The title's leaf starts the text at 0 and is one line: a cut exactly at character 2 (after
+    # "# ") falls inside it; its answer's leaf leads on to the next edits.
+    "v1_api_nodes_split_create": Link(_body(_TITLE), {"position": 2, "snap": False}),
+    "v1_api_documents_group_create": Link(
+        _THIS_DOCUMENT, {"first": _body(_SECTION), "last": _body(_NEXT_SECTION)}
+    ),
+    "v1_api_documents_undo_create": Link(_THIS_DOCUMENT),
+    "v1_api_documents_history_list": Link(_THIS_DOCUMENT),
+}
+# An edit's answer: its node, on to the next edit from the version it made; its document's tree.
+_FROM_EDIT: dict[str, Link] = {
+    **_to(_NODE_READS, "#/node/id"),
+    **_to(_NODE_EDITS, "#/node/id", expected_version="#/tree_version"),
+    "v1_api_documents_tree_list": Link(_body("#/node/document"), query=_NESTED),
+    "v1_api_documents_undo_create": Link(
+        _body("#/node/document"), {"expected_version": _body("#/tree_version")}
+    ),
 }
 
-
-def _to(operations: tuple[str, ...] | dict[str, str], pointer: str | None = None) -> dict[str, str]:
-    """Operation id -> the JSON pointer, into the answer, of the id it takes."""
-    if isinstance(operations, dict):
-        return dict(operations)
-    return dict.fromkeys(operations, pointer or "")
-
-
-# (operation id, status) -> {operation id it leads to: pointer to the id in the answer's body}.
-LINKS: dict[tuple[str, str], dict[str, str]] = {
+# (operation id, status) -> {operation id it leads to: the link}.
+LINKS: dict[tuple[str, str], dict[str, Link]] = {
     **{
         ("v1_api_documents_create", status): _to(_DOCUMENT_OPERATIONS, "#/document_id")
-        | {"v1_api_jobs_retrieve": "#/job/id"}
+        | _to(("v1_api_jobs_retrieve",), "#/job/id")
         for status in ("200", "201", "202")
     },
-    ("v1_api_documents_list", "200"): _to(_DOCUMENT_OPERATIONS, "#/results/0/id"),
-    ("v1_api_documents_retrieve", "200"): _to(_DOCUMENT_OPERATIONS, "#/id")
-    | {"v1_api_jobs_retrieve": "#/latest_job/id"},
-    ("v1_api_documents_tree_list", "200"): _to(_TREE_NODES),
-    ("v1_api_nodes_retrieve", "200"): _to(_NODE_OPERATIONS, "#/id")
+    # A list or a read leads on to reads and edits; a delete or a re-index follows the create it
+    # undoes: the document whose id came back from it.
+    ("v1_api_documents_list", "200"): _to(_DOCUMENT_READS_AND_EDITS, "#/results/0/id"),
+    ("v1_api_documents_retrieve", "200"): _to(_DOCUMENT_READS_AND_EDITS, "#/id")
+    | _to(("v1_api_jobs_retrieve",), "#/latest_job/id"),
+    ("v1_api_documents_tree_list", "200"): _FROM_TREE,
+    ("v1_api_nodes_retrieve", "200"): _to((*_NODE_READS, *_NODE_EDITS), "#/id")
     | _to(("v1_api_documents_tree_list", "v1_api_documents_undo_create"), "#/document"),
-    **{
-        (edit, "200"): _to(_NODE_OPERATIONS, "#/node/id")
-        | _to(("v1_api_documents_tree_list",), "#/node/document")
-        for edit in (*_NODE_OPERATIONS[3:], "v1_api_documents_group_create", "v1_api_documents_undo_create")
+    # Every place listed is one the move takes: the first of them, from the version they hold for.
+    ("v1_api_nodes_move_places_retrieve", "200"): {
+        "v1_api_nodes_move_create": Link(
+            "$request.path.id",
+            {
+                "parent": _body("#/places/0/parent"),
+                "position": _body("#/places/0/position"),
+                "expected_version": _body("#/tree_version"),
+            },
+        )
     },
+    **{(edit, "200"): _FROM_EDIT for edit in _EDITS},
     ("v1_api_collections_create", "201"): _to(
         ("v1_api_collections_retrieve", "v1_api_collections_partial_update", "v1_api_collections_destroy"),
         "#/id",
     ),
+    # An invitation is accepted or declined once: the list offers the next.
+    ("v1_api_invitations_list", "200"): _to(
+        ("v1_api_invitations_create", "v1_api_invitations_destroy"), "#/0/id"
+    ),
+    ("v1_api_collections_list", "200"): _to(
+        ("v1_api_collections_retrieve", "v1_api_collections_partial_update"), "#/results/0/id"
+    ),
     ("v1_api_tokens_create", "201"): _to(("v1_api_tokens_destroy",), "#/id"),
 }
+# Every link to a document's tree asks for it nested.
+for _targets in LINKS.values():
+    if (tree := _targets.get("v1_api_documents_tree_list")) is not None:
+        _targets["v1_api_documents_tree_list"] = Link(tree.id, tree.body, _NESTED)
 
 
 def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
-    """Each answer's ``links`` (``LINKS``): the operations its ids lead to, with the id's place in
-    the body. A link to an operation this schema lacks is left out."""
+    """Each answer's ``links`` (``LINKS``): the operations its ids lead to, with where the target's
+    path id and body fields come from. A link to an operation this schema lacks is left out."""
     operations = {
         operation["operationId"]: operation
         for path_item in result.get("paths", {}).values()
@@ -142,8 +211,12 @@ def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool
         if response is None:
             continue
         links = response.setdefault("links", {})
-        for target, pointer in targets.items():
-            if target in operations:
-                name = target.removeprefix("v1_api_")
-                links[name] = {"operationId": target, "parameters": {"id": f"$response.body{pointer}"}}
+        for target, link in targets.items():
+            if target not in operations:
+                continue
+            parameters = {"path.id": link.id} | {f"query.{name}": value for name, value in link.query.items()}
+            declared: dict[str, Any] = {"operationId": target, "parameters": parameters}
+            if link.body:
+                declared["requestBody"] = dict(link.body)
+            links[target.removeprefix("v1_api_")] = declared
     return result

@@ -71,8 +71,11 @@ class EditResultSerializer(serializers.Serializer):
 
 
 class TreeEditSerializer(serializers.ModelSerializer):
-    user = serializers.CharField(source="user.username", default=None, read_only=True)
-    undone_by = serializers.CharField(source="undone_by.username", default=None, read_only=True)
+    # null: an edit not undone (undone_by), or by a user since deleted.
+    user = serializers.CharField(source="user.username", default=None, read_only=True, allow_null=True)
+    undone_by = serializers.CharField(
+        source="undone_by.username", default=None, read_only=True, allow_null=True
+    )
 
     class Meta:
         model = TreeEdit

@@ -6,6 +6,9 @@ failure of the same check still fails the run."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 from typing import Any
 
 import schemathesis
@@ -77,3 +80,39 @@ def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool
         if _is(case, "POST", "/v1/api/query") and "Send token_budget or top_k, not both" in message:
             return False
     return True
+
+
+# Where a run writes down every answer it got, one JSON line each (test_schema_stateful.py counts
+# them per operation): the phase, the operation, the status, and whether the path's id came back in
+# an earlier answer of the run (a real id, not one the generator made up).
+ANSWERS = os.environ.get("OPENFABLE_SCHEMATHESIS_ANSWERS")
+_SEEN_IDS: set[int] = set()
+_ID_KEYS = {"id", "document", "document_id", "node", "parent", "first", "last", "created"}
+
+
+def _ids(value: Any, key: str = "") -> list[int]:
+    if isinstance(value, dict):
+        return [found for name, item in value.items() for found in _ids(item, name)]
+    if isinstance(value, list):
+        return [found for item in value for found in _ids(item, key)]
+    if key in _ID_KEYS and isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    return []
+
+
+@schemathesis.hook
+def after_call(context: Any, case: Any, response: Any) -> None:
+    if not ANSWERS:
+        return
+    path_id = (case.path_parameters or {}).get("id")
+    meta = getattr(case, "meta", None)
+    line = {
+        "phase": str(meta.phase.name) if meta is not None else "",
+        "operation": f"{case.operation.method.upper()} {case.operation.path}",
+        "status": response.status_code,
+        "seen_id": path_id in _SEEN_IDS if isinstance(path_id, int) else None,
+    }
+    with open(ANSWERS, "a", encoding="utf-8") as answers:
+        answers.write(json.dumps(line) + "\n")
+    with contextlib.suppress(Exception):  # not JSON (an original's bytes, a 204)
+        _SEEN_IDS.update(_ids(response.json()))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import jsonschema
 import pytest
 
-from documents.models import Document, Node
+from documents.models import Document, Node, TreeEdit
 from tests.api.conftest import People
 
 pytestmark = pytest.mark.django_db
@@ -144,3 +145,39 @@ def test_group_refuses_nodes_of_another_document(people: People, indexed: Docume
     assert refused.status_code == 404
     assert f"in document {indexed.pk}" in refused.json()["error"]["message"]
     assert not Node.objects.filter(title="Stolen").exists()
+
+
+def test_the_history_answers_as_its_schema_says(people: People, indexed: Document) -> None:
+    # An edit not undone has no undone_by, and an edit whose user was deleted has no user: both
+    # null, as the schema must say (schemathesis's stateful phase found undone_by: null against
+    # a schema of type string once its edits succeeded).
+    client = people.client(people.owner)
+    leaf = _nodes(indexed, "leaf")[0]
+    merged = client.post(f"{API}/nodes/{leaf.pk}/merge", {}, format="json")
+    assert merged.status_code == 200, merged.json()
+    TreeEdit.objects.filter(document=indexed).update(user=None)
+    answer = client.get(f"{API}/documents/{indexed.pk}/history").json()
+    assert answer["results"][0]["undone_by"] is None and answer["results"][0]["user"] is None
+    schema = client.get(f"{API}/schema/", {"format": "json"}).json()
+    history = schema["paths"]["/v1/api/documents/{id}/history"]["get"]["responses"]["200"]
+    validator = jsonschema.Draft4Validator(
+        _as_jsonschema(
+            {**history["content"]["application/json"]["schema"], "components": schema["components"]}
+        )
+    )
+    assert [error.message for error in validator.iter_errors(answer)] == []
+
+
+def _as_jsonschema(schema: Any) -> Any:
+    """OpenAPI 3.0's ``nullable`` as JSON Schema says it (null among the types)."""
+    if isinstance(schema, list):
+        return [_as_jsonschema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted = {key: _as_jsonschema(value) for key, value in schema.items() if key != "nullable"}
+    if schema.get("nullable") is True:
+        if "type" in converted:
+            converted["type"] = [converted["type"], "null"]
+        else:
+            converted = {"anyOf": [converted, {"type": "null"}]}
+    return converted
