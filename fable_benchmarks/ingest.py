@@ -16,15 +16,18 @@ from __future__ import annotations
 import resource
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from documents.ingestion.pipeline import embedding_text
-from documents.models import Collection, Document
+from documents.models import Collection, Document, IngestionJob
+from documents.progress_words import progress_words
 from documents.selectors import document_nodes
 from documents.services.collections import collection_create, collection_delete
 from documents.services.documents import document_create
@@ -34,6 +37,45 @@ from openfable.embeddings import Embedder, get_embedder
 
 Log = Callable[[str], None]
 STAGES = ("extract", "build", "embed", "save")  # the job's own timings, summed over the documents
+# The time left is judged once a step has run this long (issue: it must not swing by more than
+# a factor of 2 from then on); before it, the rate rests on too few items to hold a person to.
+ESTIMATE_SETTLED_SECONDS = 10.0
+
+
+@dataclass
+class EstimateWatch:
+    """The time left a person sees while a job runs (the words of ``documents.progress_words``,
+    as the corpus page and the API compute them), read at every progress write of the job:
+    ``(stage, seconds into it, seconds left)``."""
+
+    samples: list[tuple[str, float, float]] = field(default_factory=list)
+
+    def __call__(self, job: IngestionJob) -> None:
+        now = timezone.now()
+        words = progress_words(
+            status="running",
+            stage=job.stage,
+            percent=job.progress,
+            done=job.stage_done,
+            total=job.stage_total,
+            stage_started=job.stage_started,
+            ahead=0,
+            now=now,
+        )
+        if words.seconds_left is not None and job.stage_started is not None:
+            elapsed = (now - job.stage_started).total_seconds()
+            self.samples.append((job.stage, elapsed, words.seconds_left))
+
+
+def estimate_swing(samples: Iterable[tuple[str, float, float]]) -> float:
+    """The largest factor between two estimates of one step's whole length (seconds into it plus
+    seconds left) made once it had run ``ESTIMATE_SETTLED_SECONDS``: 1.0 when every estimate of
+    every step agreed, or none ran that long."""
+    lengths: dict[str, list[float]] = defaultdict(list)
+    for stage, elapsed, left in samples:
+        if elapsed >= ESTIMATE_SETTLED_SECONDS:
+            lengths[stage].append(elapsed + left)
+    return max((max(seen) / min(seen) for seen in lengths.values()), default=1.0)
 
 
 @dataclass(frozen=True)
@@ -46,6 +88,7 @@ class IndexedDocument:
     timings: dict[str, float] | None = None  # the job's seconds per stage, when it ran
     document_tokens: int = 0  # the job's count of the document's tokens
     embedded_tokens: int = 0  # and of the tokens it sent to the embedding model
+    estimate_swing: float = 1.0  # see ``estimate_swing``
 
 
 def index_dataset_document(
@@ -67,7 +110,8 @@ def index_dataset_document(
     )
     if not created.created:
         return IndexedDocument(document=created.document, created=False)
-    run = job_run_now(document_id=created.document.pk, embedder=embedder)
+    watch = EstimateWatch()
+    run = job_run_now(document_id=created.document.pk, embedder=embedder, on_progress=watch)
     if run is None:  # nothing to run: cannot happen for a document made just now
         return IndexedDocument(document=created.document, created=True, error=LookupError("no job"))
     timings = {stage: float(run.job.timings.get(stage, 0.0)) for stage in STAGES}
@@ -78,6 +122,7 @@ def index_dataset_document(
         timings=timings,
         document_tokens=run.job.document_tokens,
         embedded_tokens=run.job.embedded_tokens,
+        estimate_swing=estimate_swing(watch.samples),
     )
 
 
@@ -100,6 +145,8 @@ class IngestBenchRow:
     # One embedding pass over the document's tokens: its passages (which partition its text),
     # each embedded once, the least any tree over that text costs the model.
     one_pass_s: float = 0.0
+    # The worst swing of the time-left estimate over the documents (``estimate_swing``).
+    estimate_swing: float = 1.0
 
     @property
     def docs_per_minute(self) -> float:
@@ -157,6 +204,7 @@ def bench_ingest(
     documents = failed = nodes = pages = document_tokens = embedded_tokens = 0
     stage_totals = dict.fromkeys(STAGES, 0.0)
     pipeline_s = baseline_s = one_pass_s = 0.0
+    swing = 1.0
     try:
         for item in items:
             started = time.perf_counter()
@@ -172,6 +220,7 @@ def bench_ingest(
             for stage, seconds in (indexed.timings or {}).items():
                 stage_totals[stage] += seconds
             document_tokens += indexed.document_tokens
+            swing = max(swing, indexed.estimate_swing)
             embedded_tokens += indexed.embedded_tokens
             # The baseline right after its document: a change of machine load during a long run
             # then weighs on both sides alike instead of on whichever ran later.
@@ -203,6 +252,7 @@ def bench_ingest(
         document_tokens=document_tokens,
         embedded_tokens=embedded_tokens,
         one_pass_s=round(one_pass_s, 2),
+        estimate_swing=round(swing, 2),
     )
 
 

@@ -48,7 +48,8 @@ INGEST_HEADER = (
     "dataset", "docs", "failed", "nodes", "pipeline s", "docs/min", "nodes/s", "pages", "extract s",
     "build s", "embed s",
     "save s", "embed share", "bare embedding s", "pipeline / bare", "document tokens",
-    "tokens embedded", "embedded / document", "one pass s", "job / one pass", "peak RSS MB",
+    "tokens embedded", "embedded / document", "one pass s", "job / one pass", "estimate swing",
+    "peak RSS MB",
 )  # fmt: skip
 
 
@@ -63,7 +64,8 @@ def format_ingest(rows: Sequence[IngestBenchRow]) -> str:
             f"{row.embed_s:.1f}", f"{row.save_s:.1f}", f"{derived['embed_share']:.0%}",
             f"{row.baseline_embed_s:.1f}", f"{derived['overhead']:.2f}x", f"{row.document_tokens:,}",
             f"{row.embedded_tokens:,}", f"{derived['embedded_per_document_token']:.2f}x",
-            f"{row.one_pass_s:.1f}", f"{derived['job_per_one_pass']:.2f}x", f"{row.peak_rss_mb:.0f}",
+            f"{row.one_pass_s:.1f}", f"{derived['job_per_one_pass']:.2f}x", f"{row.estimate_swing:.2f}x",
+            f"{row.peak_rss_mb:.0f}",
         ])  # fmt: skip
     return "\n".join(markdown_table(INGEST_HEADER, lines))
 

@@ -5,17 +5,19 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from documents.models import Collection, IngestionJob
 from documents.services.collections import collection_create
 from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.datasets import DatasetDocument
-from fable_benchmarks.ingest import index_dataset_document
+from fable_benchmarks.ingest import EstimateWatch, estimate_swing, index_dataset_document
 from tests.benchmarks import run_bench
 from tests.documents.ingestion import document_files
 
@@ -73,6 +75,7 @@ def test_bench_ingest_prints_a_table_and_cleans_up(shared_dir: Path, tmp_path: P
     assert row["baseline_embed_s"] > 0 and row["overhead"] > 0
     assert row["one_pass_s"] > 0 and row["job_per_one_pass"] > 0, "one pass over the passages, timed"
     assert row["embed_s"] > 0 and row["build_s"] > 0, "the jobs' own stage timings are summed"
+    assert row["estimate_swing"] >= 1.0 and "| estimate swing |" in table
     assert not Collection.objects.exists(), "the throw-away collection is deleted"
 
 
@@ -101,3 +104,29 @@ def test_bench_ingest_from_files_times_extraction_in(tmp_path: Path, file_storag
     assert not Collection.objects.exists()
     code, result = run_bench("bench-ingest")
     assert code == 1 and "--docs" in result["error"] and "--files" in result["error"]
+
+
+def test_the_estimate_swing_compares_a_steps_whole_length_once_it_has_run_ten_seconds() -> None:
+    samples = [
+        ("embedding", 2.0, 500.0),  # the first seconds: too few passages to hold a person to
+        ("embedding", 10.0, 30.0),  # 40 s in all
+        ("embedding", 20.0, 40.0),  # 60 s
+        ("embedding", 30.0, 50.0),  # 80 s: twice the first settled estimate
+        ("building_tree", 12.0, 12.0),  # another step, steady at 24 s
+        ("building_tree", 18.0, 6.0),
+    ]
+    assert estimate_swing(samples) == pytest.approx(2.0)
+    assert estimate_swing(samples[:2]) == 1.0
+    assert estimate_swing([]) == 1.0
+
+
+def test_the_watch_reads_the_time_left_the_pages_show() -> None:
+    started = timezone.now() - timedelta(seconds=20)
+    job = IngestionJob(stage="embedding", progress=50, stage_done=10, stage_total=40, stage_started=started)
+    watch = EstimateWatch()
+    watch(job)
+    ((stage, elapsed, left),) = watch.samples
+    # A quarter of the passages in 20 s: 60 s left at that rate, as the corpus page says.
+    assert stage == "embedding" and elapsed == pytest.approx(20, abs=1) and left == pytest.approx(60, abs=3)
+    watch(IngestionJob(stage="embedding", progress=50, stage_done=0, stage_total=40, stage_started=started))
+    assert len(watch.samples) == 1, "no rate yet, no estimate recorded"
