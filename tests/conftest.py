@@ -14,6 +14,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 pytest_plugins = ["tests.fakes.fixtures"]
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """pytest-django's hook before it makes the test database: the embedded server starts here,
+    when the first test needs the database (``tests.embedded_database``)."""
+    from tests.embedded_database import start_embedded_database
+
+    start_embedded_database()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The browser tests run last: Playwright keeps an event loop on the main thread for the rest
     of the session, which no other test should have to work around."""

@@ -2,8 +2,8 @@
 
 A pytest plugin (``-p tests.embedded_database`` in pyproject's addopts), imported before
 pytest-django loads the settings: it tells them not to start the server
-(``openfable.embedded_db.START_WITH_SETTINGS``), and starts it in the session fixture that runs
-before the test database is made. Collecting the suite, or running tests that never touch the
+(``openfable.embedded_db.START_WITH_SETTINGS``); ``start_embedded_database`` starts it from the
+session fixture that runs before the test database is made (tests/conftest.py). Collecting the suite, or running tests that never touch the
 database, starts nothing. With ``OPENFABLE_DATABASE_URL`` set there is nothing to start.
 """
 
@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import fcntl
 
-import pytest
-
 from openfable import embedded_db
 
 embedded_db.START_WITH_SETTINGS = False
 
 
-@pytest.fixture(scope="session")
-def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
-    """pytest-django's hook before it makes the test database: start the embedded server here and
-    point the connection at the socket it listens on. One process at a time (pytest-xdist's
-    workers each come here): a new cluster is made, started, stopped and started again with its
-    settings, which a second process must not do at the same time."""
+def start_embedded_database() -> None:
+    """Start the embedded server (unless ``OPENFABLE_DATABASE_URL`` names one) and point the
+    connection at the socket it listens on. One process at a time (pytest-xdist's workers each
+    come here): a new cluster is made, started, stopped and started again with its settings,
+    which a second process must not do at the same time.
+
+    Called by the ``django_db_modify_db_settings`` fixture of tests/conftest.py: pytest-django's
+    hook before it makes the test database. The fixture lives there, not here, because a
+    conftest's fixture overrides a plugin's, while of two plugins' fixtures pytest-django's (loaded
+    after this one) would win and nothing would start the server."""
     from django.conf import settings
     from django.db import connections
 

@@ -4,8 +4,10 @@ docs/screenshots only when `make screenshots` asks for them."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,45 @@ def test_collecting_tests_starts_no_database(tmp_path: Path) -> None:
     assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
     assert "tests collected" in collected.stdout
     assert not (tmp_path / "postgres").exists(), "collecting the tests started the embedded PostgreSQL"
+
+
+@pytest.mark.slow  # a pytest of its own in a child process, on a server it makes and starts
+def test_the_first_test_that_needs_the_database_starts_it() -> None:
+    """From a data folder with no server in it, as on a clean clone: a database test passes."""
+    from openfable.embedded_db import is_running, stop
+
+    # Not under pytest's temporary root: the server runs as a user of its own, and every pytest
+    # session (the child's too) closes that root to other users again.
+    data_dir = Path(tempfile.mkdtemp(prefix="openfable-first-start-"))
+    data_dir.chmod(0o755)
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("OPENFABLE_")}
+    environment["OPENFABLE_DATA_DIR"] = str(data_dir)
+    try:
+        ran = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-n",
+                "0",
+                "tests/documents/test_models.py::test_vector_extension_is_installed",
+            ],
+            cwd=REPO_ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+        assert "1 passed" in ran.stdout
+        assert is_running(data_dir / "postgres"), "the server the test started is the folder's own"
+    finally:
+        if (data_dir / "postgres").exists():
+            stop(data_dir / "postgres")
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def test_screenshots_go_to_an_ignored_folder_unless_make_screenshots_asks(
