@@ -76,7 +76,13 @@ def test_schemathesis_finds_nothing_with_every_check(
     # (each field's boundary and invalid values), the same for every user, and the plain user's
     # run sends them all; the superuser's fuzzing and stateful phases, with every check, reach
     # what only its permissions open. Fewer examples each keep the suite's longest test in bounds.
-    run = ["--max-examples=10", "--phases=fuzzing,stateful"] if superuser else ["--max-examples=25"]
+    # The plain user's stateful phase is tests/api/test_schema_stateful.py's, which drives it
+    # through every tree edit with real ids and says what each operation answered.
+    run = (
+        ["--max-examples=10", "--phases=fuzzing,stateful"]
+        if superuser
+        else ["--max-examples=25", "--phases=examples,coverage,fuzzing"]
+    )
     everything_else = _schemathesis(live_server.url, key, tmp_path, *run, f"--exclude-operation-id={REVOKE}")
     assert _tested(everything_else) == operations - 1, everything_else[-3_000:]
     # Alone, the revoke has no links to follow (they lead to and from operations left out): no
