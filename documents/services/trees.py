@@ -20,6 +20,7 @@ from django.utils import timezone
 from documents.ingestion.pipeline import FlatNodeRow
 from documents.ingestion.tree import LEAF
 from documents.models import AgentState, CorpusVersion, Document, IngestionJob, Node, TreeEdit
+from documents.services.background import embedding_send
 from documents.services.collection_indexes import collection_index_ensure
 from documents.services.search_index import search_index_refresh
 from openfable.tokens import count_tokens
@@ -196,7 +197,5 @@ def _job_still_ours(job: IngestionJob) -> QuerySet[IngestionJob]:
 
 def queue_embedding(node_ids: list[int]) -> None:
     """Re-embed these nodes in the background once the transaction commits."""
-    from documents.tasks import embed_nodes  # here, not at the top: see job_send in documents.services.jobs
-
     ids = sorted(node_ids)
-    transaction.on_commit(lambda: embed_nodes.delay(ids))
+    transaction.on_commit(lambda: embedding_send(node_ids=ids))
