@@ -29,9 +29,9 @@ from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
 from documents.models import Document, IngestionJob, Node
 from documents.progress_words import STAGE_BANDS
-from documents.services.extracting import document_extract, document_needs_extraction
+from documents.services.extracting import ExtractedText, document_extract, document_needs_extraction
 from documents.services.job_queue import job_fail
-from documents.services.trees import ExtractedText, JobSuperseded, document_tree_replace
+from documents.services.trees import JobSuperseded, document_tree_replace
 from openfable.embeddings import (
     Embedder,
     EmbeddingDimensionError,

@@ -9,8 +9,6 @@ in ``documents.services.nodes``; every edit is recorded through ``documents.serv
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
@@ -22,6 +20,7 @@ from documents.ingestion.tree import LEAF
 from documents.models import AgentState, CorpusVersion, Document, IngestionJob, Node, TreeEdit
 from documents.services.background import embedding_send
 from documents.services.collection_indexes import collection_index_ensure
+from documents.services.extracting import ExtractedText
 from documents.services.search_index import search_index_refresh
 from openfable.tokens import count_tokens
 
@@ -165,19 +164,6 @@ def _text_layer_save(document: Document, extracted: ExtractedText) -> str:
         return ""
     document.text_layer.save("recognised.pdf", ContentFile(extracted.text_layer), save=False)
     return document.text_layer.name or ""
-
-
-@dataclass(frozen=True)
-class ExtractedText:
-    """A document's text as extracted from its file, with its page map ([[page, start, end], ...])
-    and where the heading lines are whose level extraction guessed from a PDF's fonts."""
-
-    text: str
-    page_spans: list[list[int]]
-    font_heading_starts: frozenset[int] = frozenset()
-    # The pages read by OCR and the PDF of them with their text (``Document.text_layer``).
-    recognised_pages: list[int] = field(default_factory=list)
-    text_layer: bytes = b""
 
 
 def _job_still_ours(job: IngestionJob) -> QuerySet[IngestionJob]:
