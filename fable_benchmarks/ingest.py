@@ -23,7 +23,7 @@ from typing import Any
 
 from django.conf import settings
 
-from documents.ingestion.pipeline import embedding_text
+from documents.ingestion.tree_rows import embedding_text
 from documents.models import Collection, Document
 from documents.selectors import document_nodes
 from documents.services.collections import collection_create, collection_delete

@@ -41,8 +41,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count
 
-from documents.ingestion.pipeline import TOC_SEPARATOR, FlatNodeRow, embedding_text
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION
+from documents.ingestion.tree_rows import TOC_SEPARATOR, FlatNodeRow, embedding_text
 from documents.models import HNSW_INDEX_NAME, Collection, Document
 from documents.selectors import collection_get, document_list, document_nodes
 from documents.services.collections import collection_create, collection_delete

@@ -25,8 +25,8 @@ from django.db import transaction
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from documents.ingestion.pipeline import FlatNodeRow, embedding_text
 from documents.ingestion.tree import LEAF
+from documents.ingestion.tree_rows import FlatNodeRow, embedding_text
 from documents.models import Collection, Document, Node
 from documents.services.backup_format import (
     DOCUMENT_FIELDS,

@@ -24,9 +24,9 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from documents.ingestion.pipeline import FlatNodeRow, NodeEdit, apply_edits, edit_key, flatten_tree
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
+from documents.ingestion.tree_rows import FlatNodeRow, NodeEdit, apply_edits, edit_key, flatten_tree
 from documents.models import Document, IngestionJob, Node
 from documents.progress_words import STAGE_BANDS
 from documents.services.extracting import ExtractedText, document_extract, document_needs_extraction

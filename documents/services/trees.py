@@ -15,8 +15,8 @@ from django.db import connection, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from documents.ingestion.pipeline import FlatNodeRow
 from documents.ingestion.tree import LEAF
+from documents.ingestion.tree_rows import FlatNodeRow
 from documents.models import AgentState, CorpusVersion, Document, IngestionJob, Node, TreeEdit
 from documents.services.background import embedding_send
 from documents.services.collection_indexes import collection_index_ensure
@@ -56,7 +56,7 @@ def document_tree_replace(
 ) -> list[Node]:
     """Swap the document's tree for the new one in one transaction.
 
-    ``rows`` come from ``documents.ingestion.pipeline.flatten_tree`` (pre-order, ``order`` =
+    ``rows`` come from ``documents.ingestion.tree_rows.flatten_tree`` (pre-order, ``order`` =
     row index) and ``vectors`` hold one embedding per row. Queries see the old tree until the
     commit. The tree version moves, and the document's edit history goes with the old nodes
     (undo restores node ids that no longer exist). Returns the saved nodes in ``rows`` order.
