@@ -52,7 +52,7 @@ from fable_benchmarks import BenchInputError
 from fable_benchmarks.metrics import percentile
 from openfable.embeddings import get_embedder
 from openfable.errors import NotFoundError
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from retrieval import services
 from retrieval.paths import vector as vector_paths
 

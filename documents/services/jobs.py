@@ -40,7 +40,7 @@ from openfable.embeddings import (
     get_embedder,
 )
 from openfable.errors import OpenFableError
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from documents.services.background import embedding_send
 from documents.services.collection_indexes import collection_index_ensure
 from documents.services.extracting import ExtractedText
 from documents.services.search_index import search_index_refresh
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 
 NODE_TITLE_MAX_CHARS = 500
 # A summary is asked for in 1-3 sentences (about 80 words); this is ten times that, and keeps one

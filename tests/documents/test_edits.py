@@ -38,7 +38,7 @@ from documents.services.nodes import (
 )
 from documents.services.trees import document_tree_replace
 from openfable.errors import ConflictError, NotFoundError
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from tests.factories import DocumentFactory, UserFactory
 from tests.trees import Sec, hash_embed, sec, sec_text, sec_tree, tree_save
 
