@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "retrieval",
     "cli",
     "api",
+    "web",
 ]
 
 MIDDLEWARE = [

@@ -22,8 +22,6 @@ from django.views.decorators.http import require_POST
 
 from documents import selectors
 from documents.files import original_response
-from documents.forms import UploadForm
-from documents.history_words import edit_words_of
 from documents.ingestion.heading_titles import without_heading_marks
 from documents.models import FILE_FORMATS, Document, IngestionJob
 from documents.page_views import node_page_views, page_image_path
@@ -35,6 +33,8 @@ from openfable.errors import NotFoundError, OpenFableError, UserInputError
 from openfable.http import HtmxHttpRequest
 from openfable.llm import llm_configured
 from openfable.rate_limit import rate_limit_check
+from web.forms import UploadForm
+from web.history_words import edit_words_of
 
 PAGE_SIZE = 25
 CORPUS = "documents/corpus.html"
