@@ -38,10 +38,10 @@ from documents.services.documents import (
     job_retry,
 )
 from documents.services.nodes import node_texts_clean, node_update
-from documents.user_admin import PersonAdmin  # noqa: F401  (registers the user admin)
 from openfable.admin_services import SavedByServiceMixin
 from openfable.errors import UserInputError
 from web.forms import ACCEPTED_FILES
+from web.user_admin import PersonAdmin  # noqa: F401  (registers the user admin)
 
 
 class _TagFilter(admin.SimpleListFilter):
