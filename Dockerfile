@@ -18,6 +18,7 @@ COPY retrieval ./retrieval
 COPY cli ./cli
 COPY api ./api
 COPY mcp_server ./mcp_server
+COPY web ./web
 RUN pip install --no-cache-dir .
 # .dockerignore keeps the host's virtualenv, git history and var/ (embedded database, local secret
 # key, broker queue) out of the image, and the benchmarks (a developer's tool, dev extras).

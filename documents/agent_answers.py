@@ -10,7 +10,7 @@ from typing import Any
 
 from documents.ingestion.tree_schema import MARKERS_JSON_SCHEMA, TREE_JSON_SCHEMA, Span
 from documents.models import AgentState, Document, IngestionJob, Node
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 
 OPENING_WORDS = 12
 # Same sizes the LLM chunker is asked for (ingestion/prompts.py), so both paths make alike chunks.

@@ -8,4 +8,7 @@ class DocumentsConfig(AppConfig):
     verbose_name = "Corpus"
 
     def ready(self) -> None:
-        from documents import checks, receivers  # noqa: F401  (registers and connects them)
+        # checks and receivers register and connect themselves; tasks plugs the Celery tasks into
+        # the seam the services queue work through (documents.services.background), in every
+        # process, not only the worker that autodiscovers them.
+        from documents import checks, receivers, tasks  # noqa: F401

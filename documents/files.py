@@ -1,6 +1,6 @@
 """A document's files as HTTP responses: the original as uploaded, and its pages as images.
 
-Shared by the document page (``documents.views``) and the REST API (``api.views.documents``);
+Shared by the document page (``web.views``) and the REST API (``api.views.documents``);
 each caller has already checked that the person may see the document.
 """
 

@@ -34,7 +34,7 @@ from documents.models import (
 from documents.review import ReviewItem, review_nodes, score_review
 from documents.tree_edits import STATE_FIELDS, EditTree, MovePlace, NodeState
 from openfable.errors import NotFoundError, UserInputError
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 
 
 def _sees_everything(user: Any) -> bool:

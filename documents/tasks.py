@@ -1,4 +1,8 @@
-"""Celery tasks: thin shells that take ids and call the services (documents.services.*)."""
+"""Celery tasks: thin shells that take ids and call the services (documents.services.*).
+
+A surface over the services, as the views are: the services never import this module. They send
+these tasks through ``documents.services.background``, which this module plugs them into below.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections
 
+from documents.services.background import BackgroundTasks, tasks_connect
 from documents.services.job_queue import job_fail_unfinished, jobs_requeue_orphans, jobs_sweep
 from documents.services.jobs import job_run_now
 from documents.services.reembed import nodes_embed_stale
@@ -96,6 +101,10 @@ def embed_nodes(self: Task, node_ids: list[int]) -> None:
         nodes_embed_stale(node_ids=node_ids)
     except DATABASE_ERRORS as error:
         raise _retry_later(self, error) from error
+
+
+# The services queue them through this seam (documents.services.background), never by name.
+tasks_connect(BackgroundTasks(ingest_document=run_ingestion_job, embed_nodes=embed_nodes))
 
 
 @worker_ready.connect

@@ -10,7 +10,7 @@ search). ``parent-child`` (in ``retrieval``) ranks the engine's own leaves so an
 parent sections. One chunker and one packer for all of them.
 
 Chunking. Exact slices of the document (so character offsets hold), each at most ``max_tokens``
-cl100k tokens by ``openfable.tokens.count_tokens``. The cut is the engine's own
+cl100k tokens by ``openfable.token_counting.count_tokens``. The cut is the engine's own
 ``truncate_to_tokens``: a token boundary, backed off to the last whitespace when that is within a
 few dozen characters, so words stay whole (the reference implementation cuts at bare token
 boundaries, splitting words). Without overlap the chunks are consecutive and the whitespace
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from openfable.tokens import count_tokens, truncate_to_tokens
+from openfable.token_counting import count_tokens, truncate_to_tokens
 
 CHUNK_TOKENS = 128
 RRF_K = 60  # reciprocal rank fusion's constant, as Cormack et al. and the frameworks set it

@@ -5,7 +5,7 @@ OpenAI's chat-completions protocol on 127.0.0.1 and answers every prompt validly
 the size a competent model writes. Each run uses a model name of its own, so no answer cached by
 an earlier run is reused; the LLM cache rows it wrote are deleted at the end, with its throw-away
 collections. Tokens are counted twice: by the server, from the requests it received
-(``openfable.tokens``, cl100k_base, plus OpenAI's chat framing), and by the client, from the
+(``openfable.token_counting``, cl100k_base, plus OpenAI's chat framing), and by the client, from the
 ``usage`` the server returned (``IngestionJob.llm_*``, ``RetrievalResult.llm_usage``).
 
 1. Ingestion: the first ``ingest_limit`` documents of each JSONL file go through

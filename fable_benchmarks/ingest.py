@@ -25,7 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from documents.ingestion.pipeline import embedding_text
+from documents.ingestion.tree_rows import embedding_text
 from documents.models import Collection, Document, IngestionJob
 from documents.progress_words import progress_words
 from documents.selectors import document_nodes

@@ -37,7 +37,7 @@ from documents.services.documents import document_create
 from documents.services.jobs import job_run_now
 from fable_benchmarks.datasets import read_documents
 from openfable.embeddings import Embedder, get_embedder
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 
 Log = Callable[[str], None]
 _POLL_SECONDS = 0.25

@@ -41,8 +41,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count
 
-from documents.ingestion.pipeline import TOC_SEPARATOR, FlatNodeRow, embedding_text
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION
+from documents.ingestion.tree_rows import TOC_SEPARATOR, FlatNodeRow, embedding_text
 from documents.models import HNSW_INDEX_NAME, Collection, Document
 from documents.selectors import collection_get, document_list, document_nodes
 from documents.services.collections import collection_create, collection_delete
@@ -52,7 +52,7 @@ from fable_benchmarks import BenchInputError
 from fable_benchmarks.metrics import percentile
 from openfable.embeddings import get_embedder
 from openfable.errors import NotFoundError
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from retrieval import services
 from retrieval.paths import vector as vector_paths
 

@@ -92,7 +92,7 @@ from fable_benchmarks.scoped import document_names, scoped_query
 from openfable.embeddings import get_embedder
 from openfable.errors import NotFoundError
 from openfable.llm import llm_configured
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from retrieval.query_settings import QuerySettings
 from retrieval.result import RetrievalInputError, RetrievalResult
 from retrieval.services import retrieve

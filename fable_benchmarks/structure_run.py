@@ -133,7 +133,7 @@ def score_case(case: StructureCase, *, embed: Callable[[Sequence[str]], Any]) ->
     from documents.ingestion.extraction import ExtractionError, extract
     from documents.ingestion.structural import build_structural_tree
     from documents.services.extracting import extraction_limits
-    from openfable.tokens import count_tokens
+    from openfable.token_counting import count_tokens
 
     started = time.perf_counter()
     try:

@@ -7,7 +7,7 @@ request times per user in the ``rate_limit`` cache, under ``throttle_user_<id>``
 on every request (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``) and the MCP server on every tool
 call (``rate_limit_check``), and so do the web pages that cost as much as an API call: a query
 on the query page and a question asked on a document page (``retrieval.views``), and the PDF page
-pictures of the document page (``documents.views.document_page_image``: each one not drawn yet
+pictures of the document page (``web.views.document_page_image``: each one not drawn yet
 starts a process). A person throttled on one surface is throttled on all of them. Pages that only
 show what is stored (the corpus, a document's outline) are not counted: a person reading must not
 be locked out by their own script.

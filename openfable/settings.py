@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "retrieval",
     "cli",
     "api",
+    "web",
 ]
 
 MIDDLEWARE = [
@@ -316,7 +317,7 @@ OCR_LANGUAGES = tuple(
     if language.strip()
 ) or ("eng",)
 OCR_SECONDS_PER_PAGE = env.number("OCR_SECONDS_PER_PAGE", 60.0, minimum=1.0)
-# The pages of uploaded PDFs drawn for the document page (documents.page_views), kept to serve again.
+# The pages of uploaded PDFs drawn for the document page (documents.page_images), kept to serve again.
 PAGE_IMAGES_DIR = Path(env.string("PAGE_IMAGES_DIR", str(DATA_DIR / "page-images"))).expanduser().resolve()
 # Each is drawn in a child process (as extraction runs) killed past this many seconds or this much
 # memory of its own; at most RENDER_CONCURRENCY at once in each web process (the others wait a

@@ -18,5 +18,5 @@ urlpatterns = [
     path("v1/api/", include("api.urls")),
     path("", include("api.docs_urls")),
     path("", include("retrieval.urls")),
-    path("", include("documents.urls")),
+    path("", include("web.urls")),
 ]

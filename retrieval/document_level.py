@@ -30,7 +30,7 @@ from documents.models import Document, Node, page_finder
 from documents.selectors import document_texts
 from openfable.embeddings import Embedder
 from openfable.llm import LLMClient
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from retrieval.fusion import Fused
 from retrieval.llm_steps import LLMStep, cooldown_step, outcome_step
 from retrieval.packing import whole_documents_fit

@@ -22,7 +22,7 @@ from documents.ingestion.tree import LEAF
 from documents.models import page_finder
 from documents.selectors import document_texts
 from openfable.llm import LLMClient, LLMUsage
-from openfable.tokens import count_tokens, truncate_to_tokens
+from openfable.token_counting import count_tokens, truncate_to_tokens
 from retrieval.expansion import ExpansionWeights, NodeScore, tree_expansion
 from retrieval.fusion import Fused, fuse
 from retrieval.llm_steps import LLMStep, cooldown_step, outcome_step

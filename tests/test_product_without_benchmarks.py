@@ -20,7 +20,7 @@ from django.db import connection
 from tests.conftest import REPO_ROOT
 
 BENCHMARKS_ONLY = ("fable_benchmarks", "pygal", "locust")
-PRODUCT_PACKAGES = ("openfable", "documents", "retrieval", "cli", "api", "mcp_server")
+PRODUCT_PACKAGES = ("openfable", "documents", "retrieval", "cli", "api", "mcp_server", "web")
 
 # Run in a fresh interpreter where importing the benchmarks or their dependencies fails, as in an
 # install without them: every module of the product is imported, Django's checks pass, and the

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 from django.conf import settings
 
-from documents.ingestion.pipeline import flatten_tree
 from documents.ingestion.tree import LEAF, TreeNode, check_tree, kind_for_depth
+from documents.ingestion.tree_rows import flatten_tree
 from documents.models import Document, Node
 from documents.services.trees import document_tree_replace
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from tests.fakes.llm.server import hash_vector
 
 Embed = Callable[[list[str]], np.ndarray]

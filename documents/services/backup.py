@@ -25,8 +25,8 @@ from django.db import transaction
 from django.db.models import Prefetch
 from django.utils import timezone
 
-from documents.ingestion.pipeline import FlatNodeRow, embedding_text
 from documents.ingestion.tree import LEAF
+from documents.ingestion.tree_rows import FlatNodeRow, embedding_text
 from documents.models import Collection, Document, Node
 from documents.services.backup_format import (
     DOCUMENT_FIELDS,
@@ -48,7 +48,7 @@ from documents.services.jobs import require_embedder_fits_stored_vectors
 from documents.services.trees import document_tree_replace
 from openfable.embeddings import Embedder, check_vectors, get_embedder
 from openfable.errors import ConflictError, UserInputError
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 
 EMBED_BATCH = 128  # texts per embedding call when vectors are recomputed
 _EXPORT_CHUNK = 50  # documents read (and their nodes prefetched) per round trip

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from documents.ingestion.pipeline import TOC_SEPARATOR
 from documents.ingestion.tree import KINDS, MAX_DEPTH, TreeNode, check_tree
+from documents.ingestion.tree_rows import TOC_SEPARATOR
 from documents.models import Document
 from documents.services.trees import NODE_SUMMARY_MAX_CHARS, NODE_TITLE_MAX_CHARS
 from openfable.errors import UserInputError

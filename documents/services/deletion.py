@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from documents.models import Document
-from documents.page_views import page_images_delete
+from documents.page_images import page_images_delete
 from documents.services.search_index import search_index_remove
 
 

@@ -34,7 +34,7 @@ from documents.services.document_input import (
 from documents.services.job_queue import job_resend_stuck, job_send
 from documents.services.trees import corpus_version_bump
 from openfable.errors import ConflictError, NotFoundError
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ cannot be read fails its job with one sentence and leaves the previous text and 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
@@ -19,7 +20,6 @@ from documents.ingestion.extraction import ExtractionError, ExtractionLimits, Oc
 from documents.ingestion.extraction.isolated import extract_isolated
 from documents.ingestion.extraction.ocr import tesseract_missing
 from documents.models import FILE_FORMATS, Document
-from documents.services.trees import ExtractedText
 from openfable.errors import UserInputError
 
 _MEGABYTE = 1024 * 1024
@@ -29,6 +29,19 @@ class DocumentExtractionError(UserInputError):
     """The file could not be read: the job fails with this message (a retry stays available)."""
 
     code = "extraction_failed"
+
+
+@dataclass(frozen=True)
+class ExtractedText:
+    """A document's text as extracted from its file, with its page map ([[page, start, end], ...])
+    and where the heading lines are whose level extraction guessed from a PDF's fonts."""
+
+    text: str
+    page_spans: list[list[int]]
+    font_heading_starts: frozenset[int] = frozenset()
+    # The pages read by OCR and the PDF of them with their text (``Document.text_layer``).
+    recognised_pages: list[int] = field(default_factory=list)
+    text_layer: bytes = b""
 
 
 def document_needs_extraction(document: Document) -> bool:

@@ -18,6 +18,7 @@ from django.utils import timezone
 from kombu.exceptions import ChannelError, KombuError
 
 from documents.models import Document, IngestionJob
+from documents.services.background import ingestion_send
 
 logger = logging.getLogger(__name__)
 
@@ -155,13 +156,8 @@ def job_send(*, job_id: int, document_id: int) -> None:
     request that made it hung on the broker): ``jobs_requeue_unsent`` sends it again. A broker
     that fails here is logged, not raised: the job is safely in the database.
     """
-    # Imported here, not at the top: documents.tasks imports these services at module level (the
-    # worker loads it), so a top-level import back would be a cycle at import time. The import is
-    # still a real one, which mypy, ruff and lint-imports see: renaming the task fails them.
-    from documents.tasks import run_ingestion_job
-
     try:
-        run_ingestion_job.delay(document_id)
+        ingestion_send(document_id=document_id)
     except (KombuError, OSError):
         logger.exception(
             "document %s: its ingestion could not be queued; the worker's sweep will", document_id

@@ -24,14 +24,14 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from documents.ingestion.pipeline import FlatNodeRow, NodeEdit, apply_edits, edit_key, flatten_tree
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import TreeNode
+from documents.ingestion.tree_rows import FlatNodeRow, NodeEdit, apply_edits, edit_key, flatten_tree
 from documents.models import Document, IngestionJob, Node
 from documents.progress_words import STAGE_BANDS
-from documents.services.extracting import document_extract, document_needs_extraction
+from documents.services.extracting import ExtractedText, document_extract, document_needs_extraction
 from documents.services.job_queue import job_fail
-from documents.services.trees import ExtractedText, JobSuperseded, document_tree_replace
+from documents.services.trees import JobSuperseded, document_tree_replace
 from openfable.embeddings import (
     Embedder,
     EmbeddingDimensionError,
@@ -40,7 +40,7 @@ from openfable.embeddings import (
     get_embedder,
 )
 from openfable.errors import OpenFableError
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 
 logger = logging.getLogger(__name__)
 

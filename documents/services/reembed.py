@@ -28,7 +28,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
-from documents.ingestion.pipeline import embedding_text
+from documents.ingestion.tree_rows import embedding_text
 from documents.models import HNSW_INDEX_NAME, Document, Node
 from documents.services.collection_indexes import (
     collection_index_ensure,

@@ -9,20 +9,20 @@ in ``documents.services.nodes``; every edit is recorded through ``documents.serv
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 from django.core.files.base import ContentFile
 from django.db import connection, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from documents.ingestion.pipeline import FlatNodeRow
 from documents.ingestion.tree import LEAF
+from documents.ingestion.tree_rows import FlatNodeRow
 from documents.models import AgentState, CorpusVersion, Document, IngestionJob, Node, TreeEdit
+from documents.services.background import embedding_send
 from documents.services.collection_indexes import collection_index_ensure
+from documents.services.extracting import ExtractedText
 from documents.services.search_index import search_index_refresh
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 
 NODE_TITLE_MAX_CHARS = 500
 # A summary is asked for in 1-3 sentences (about 80 words); this is ten times that, and keeps one
@@ -56,7 +56,7 @@ def document_tree_replace(
 ) -> list[Node]:
     """Swap the document's tree for the new one in one transaction.
 
-    ``rows`` come from ``documents.ingestion.pipeline.flatten_tree`` (pre-order, ``order`` =
+    ``rows`` come from ``documents.ingestion.tree_rows.flatten_tree`` (pre-order, ``order`` =
     row index) and ``vectors`` hold one embedding per row. Queries see the old tree until the
     commit. The tree version moves, and the document's edit history goes with the old nodes
     (undo restores node ids that no longer exist). Returns the saved nodes in ``rows`` order.
@@ -166,19 +166,6 @@ def _text_layer_save(document: Document, extracted: ExtractedText) -> str:
     return document.text_layer.name or ""
 
 
-@dataclass(frozen=True)
-class ExtractedText:
-    """A document's text as extracted from its file, with its page map ([[page, start, end], ...])
-    and where the heading lines are whose level extraction guessed from a PDF's fonts."""
-
-    text: str
-    page_spans: list[list[int]]
-    font_heading_starts: frozenset[int] = frozenset()
-    # The pages read by OCR and the PDF of them with their text (``Document.text_layer``).
-    recognised_pages: list[int] = field(default_factory=list)
-    text_layer: bytes = b""
-
-
 def _job_still_ours(job: IngestionJob) -> QuerySet[IngestionJob]:
     """The job, if it is still running under the claim this runner made (its ``started``).
 
@@ -196,7 +183,5 @@ def _job_still_ours(job: IngestionJob) -> QuerySet[IngestionJob]:
 
 def queue_embedding(node_ids: list[int]) -> None:
     """Re-embed these nodes in the background once the transaction commits."""
-    from documents.tasks import embed_nodes  # here, not at the top: see job_send in documents.services.jobs
-
     ids = sorted(node_ids)
-    transaction.on_commit(lambda: embed_nodes.delay(ids))
+    transaction.on_commit(lambda: embedding_send(node_ids=ids))

@@ -10,8 +10,8 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from documents.ingestion.pipeline import TOC_SEPARATOR, embedding_text
 from documents.ingestion.tree import LEAF, MAX_DEPTH, TreeNode, TreeShapeError, check_tree, kind_for_depth
+from documents.ingestion.tree_rows import TOC_SEPARATOR, embedding_text
 from documents.tree_edits.state import (
     MAX_INTERNAL_DEPTH,
     STATE_FIELDS,
@@ -179,7 +179,7 @@ class TreeShape:
         )
 
     def embedded_text(self, node: NodeState) -> str:
-        """What the node is embedded from (``documents.ingestion.pipeline.embedding_text``)."""
+        """What the node is embedded from (``documents.ingestion.tree_rows.embedding_text``)."""
         return self.embedded_text_of(node, self.text)
 
     # -- helpers -----------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from documents.ingestion.prompts import DOCUMENT_TAG, fence_untrusted
 from documents.models import Node
 from openfable.llm import LLMClient, LLMError, LLMOutputError, LLMUsage
 from openfable.llm_endpoints import with_schema_instruction
-from openfable.tokens import count_chat_tokens
+from openfable.token_counting import count_chat_tokens
 from retrieval.paths.llm_outline import (
     Outline,
     OutlineEntry,

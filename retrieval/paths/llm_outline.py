@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from documents.models import Node
-from openfable.tokens import count_tokens, truncate_to_tokens
+from openfable.token_counting import count_tokens, truncate_to_tokens
 
 _MIN_LINE_TOKENS = 12  # no outline line is shorter than this: below it the outline is full
 

@@ -18,7 +18,7 @@ from fable_benchmarks.baselines import (
     pack_ranked,
     reciprocal_rank_fusion,
 )
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 
 LONG = " ".join(f"Sentence number {n} says that the quarterly revenue of unit {n} grew." for n in range(120))
 

@@ -17,7 +17,7 @@ from documents.models import Collection, Document
 from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.report import COST_INGEST_HEADER, COST_QUERY_HEADER, COST_REINDEX_HEADER
 from openfable.models import LLMCacheEntry
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from tests.benchmarks import run_bench
 from tests.fakes.llm import answers, model
 

@@ -19,7 +19,7 @@ from fable_benchmarks.command import BenchCommand
 from fable_benchmarks.datasets import BenchQuery
 from fable_benchmarks.plot import recall_chart_svg
 from fable_benchmarks.retrieval import stratified_sample
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from tests.benchmarks import run_bench
 from tests.documents.ingestion import document_files
 

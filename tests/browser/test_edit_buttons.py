@@ -85,7 +85,7 @@ def test_one_primary_secondary_for_the_rest_danger_for_exclude_and_dissolve(
     looks = _looks(page)
     included = looks["Include in retrieval again"]
     assert included[0] == WHITE and included[1] != DANGER_TEXT, "putting text back is not a danger"
-    # The history names each node and shows what changed (checked in tests/documents/test_history_page.py).
+    # The history names each node and shows what changed (checked in tests/web/test_history_page.py).
     expect(page.locator(".history li").last).to_contain_text("Changed Prices and rates")
     page.locator(".history").scroll_into_view_if_needed()
     screenshot(page, "document-history")

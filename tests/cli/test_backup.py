@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from documents.ingestion.pipeline import embedding_text
+from documents.ingestion.tree_rows import embedding_text
 from documents.models import Collection, Document, DocumentTerm, Node
 from documents.services import backup
 from documents.services.collections import collection_default

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from documents import selectors
-from documents.ingestion.pipeline import TOC_SEPARATOR, NodeEdit, apply_edits, edit_key, flatten_tree
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION, TreeNode, check_tree, kind_for_depth
+from documents.ingestion.tree_rows import TOC_SEPARATOR, NodeEdit, apply_edits, edit_key, flatten_tree
 from documents.models import Document, DocumentTerm, Node, TreeEdit
 from documents.selectors import corpus_version, document_history
 from documents.services.documents import document_reindex
@@ -38,7 +38,7 @@ from documents.services.nodes import (
 )
 from documents.services.trees import document_tree_replace
 from openfable.errors import ConflictError, NotFoundError
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from tests.factories import DocumentFactory, UserFactory
 from tests.trees import Sec, hash_embed, sec, sec_text, sec_tree, tree_save
 

@@ -16,7 +16,7 @@ from documents.services.job_queue import job_fail
 from documents.services.jobs import MemoEmbedder, document_index, job_claim
 from openfable.celery import app as celery_app
 from openfable.embeddings import Embedder, RemoteEmbedder, get_embedder
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from tests.factories import CollectionFactory
 from tests.fakes.llm.server import ScriptedOpenAIServer
 

@@ -16,7 +16,7 @@ from django.db import connection
 from pgvector.django import CosineDistance
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from documents.ingestion.pipeline import embedding_text
+from documents.ingestion.tree_rows import embedding_text
 from documents.models import CorpusVersion, Document, Node
 from documents.selectors import collection_index_ready
 from documents.services.collection_indexes import collection_index_ensure

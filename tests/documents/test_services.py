@@ -1,12 +1,16 @@
-"""document_create: the one entry point, its refusals and its duplicate handling."""
+"""document_create: the one entry point, its refusals and its duplicate handling; the services
+package names every module it holds."""
 
 from __future__ import annotations
 
+import pkgutil
+import re
 from collections.abc import Callable
 
 import pytest
 from django.test import override_settings
 
+import documents.services
 from documents.models import Document, IngestionJob
 from documents.selectors import corpus_version
 from documents.services.document_input import DocumentInputError
@@ -178,3 +182,9 @@ def test_collection_slugs_that_would_be_ambiguous_are_refused(slug: str, message
 
     with pytest.raises(DocumentInputError, match=message):
         collection_create(name="Reports", slug=slug)
+
+
+def test_the_services_package_names_every_module_it_holds() -> None:
+    listed = set(re.findall(r"^- ``(\w+)``", documents.services.__doc__ or "", re.M))
+    held = {module.name for module in pkgutil.iter_modules(documents.services.__path__)}
+    assert listed == held

@@ -1,5 +1,6 @@
 """The Celery tasks are thin retry shells: transient failures retry with backoff, then the job fails
-visibly with a retry offered; a document deleted mid-run is a quiet no-op."""
+visibly with a retry offered; a document deleted mid-run is a quiet no-op. The services send them
+through the seam this module plugs them into (``documents.services.background``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from documents import tasks
 from documents.models import Document, IngestionJob, Node
-from documents.services import jobs
+from documents.services import background, jobs
 from documents.services.documents import document_create
 from openfable.embeddings import EmbeddingError, get_embedder
 from tests.factories import CollectionFactory
@@ -172,3 +173,29 @@ def test_a_job_whose_worker_died_is_failed_by_the_sweep_with_a_retry_not_left_in
     assert job.status == IngestionJob.Status.FAILED and "The worker stopped while indexing" in job.error
     assert document.status == Document.Status.FAILED
     assert "The worker stopped while indexing" in page and ">Retry<" in page
+
+
+def test_the_services_send_the_tasks_this_module_plugged_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[tuple[str, object]] = []
+
+    class Recorder:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def delay(self, argument: object) -> None:
+            sent.append((self.name, argument))
+
+    assert background._tasks() == background.BackgroundTasks(
+        ingest_document=tasks.run_ingestion_job, embed_nodes=tasks.embed_nodes
+    ), "Django's start-up (DocumentsConfig.ready) imported documents.tasks, which plugged them in"
+    monkeypatch.setattr(
+        background,
+        "_connected",
+        background.BackgroundTasks(ingest_document=Recorder("ingest"), embed_nodes=Recorder("embed")),
+    )
+    background.ingestion_send(document_id=7)
+    background.embedding_send(node_ids=[3, 4])
+    assert sent == [("ingest", 7), ("embed", [3, 4])]
+    monkeypatch.setattr(background, "_connected", None)
+    with pytest.raises(RuntimeError, match=r"documents\.tasks was never imported"):
+        background.ingestion_send(document_id=7)

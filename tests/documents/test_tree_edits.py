@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from documents.ingestion.pipeline import flatten_tree
 from documents.ingestion.tree import LEAF, SUBSECTION
+from documents.ingestion.tree_rows import flatten_tree
 from documents.tree_edits import EditTree, NodeEditError, NodeState
 from openfable.errors import ConflictError
 from tests.trees import Sec, sec, sec_text, sec_tree

@@ -249,7 +249,7 @@ def test_an_over_size_file_is_refused_before_it_is_read(tree: Tree, monkeypatch:
     def never(**kwargs: Any) -> Any:
         raise AssertionError("an over-size upload reached document_create")
 
-    monkeypatch.setattr("documents.views.document_create", never)
+    monkeypatch.setattr("web.views.document_create", never)
     with override_settings(MAX_FILE_BYTES=SMALL_LIMIT):
         response = _client(tree.owner).post(HOME, {"uploads": [SimpleUploadedFile("big.txt", b"x" * 1000)]})
     assert response.status_code == 400

@@ -13,7 +13,7 @@ import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from openfable.llm import LLMClient, import_litellm
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from retrieval.paths.llm import (
     NAVIGATE_SCHEMA,
     SELECT_SCHEMA,

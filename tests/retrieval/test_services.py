@@ -21,7 +21,7 @@ from documents.ingestion.tree import LEAF
 from documents.models import Collection, Document, Node
 from documents.services.trees import corpus_version_bump
 from openfable.embeddings import get_embedder
-from openfable.tokens import count_tokens
+from openfable.token_counting import count_tokens
 from retrieval.document_level import document_info, documents_by_title_in_query
 from retrieval.fusion import Fused
 from retrieval.result import LEXICAL, TREE_EXPANSION, VECTOR, RetrievalInputError, RetrievalResult

@@ -2,7 +2,7 @@
 
 ``FableModelServer`` is the scripted server (``server.ScriptedOpenAIServer``) whose answer to any
 chat request no script answers is ``answers.answer``. It counts each request's input from the
-messages it received, with the project's tokenizer (``openfable.tokens``, cl100k_base, plus
+messages it received, with the project's tokenizer (``openfable.token_counting``, cl100k_base, plus
 OpenAI's chat framing: 3 tokens a message, 3 to prime the answer), returns that and the answer's
 token count as ``usage``, and keeps one ``ServedCall`` per answer (``calls``), so a caller can
 compare the server's view with the client's ``LLMUsage``. A request for a schema it has no answer
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from openfable.tokens import count_chat_tokens, count_tokens
+from openfable.token_counting import count_chat_tokens, count_tokens
 from tests.fakes.llm.answers import answer
 from tests.fakes.llm.reading import UnknownPromptError, schema_name
 from tests.fakes.llm.server import ChatReply, Reply, ScriptedOpenAIServer, status

@@ -9,10 +9,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from documents.history_words import edit_words
 from documents.services.nodes import node_dissolve, node_exclude, node_move, node_update, nodes_group
 from tests.factories import CollectionFactory, DocumentFactory, UserFactory
 from tests.trees import sec, sec_text, sec_tree, tree_save
+from web.history_words import edit_words
 
 pytestmark = pytest.mark.django_db
 

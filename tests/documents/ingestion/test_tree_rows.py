@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from documents.ingestion.pipeline import flatten_tree
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION, TreeNode
+from documents.ingestion.tree_rows import flatten_tree
 
 TEXT = "1. Term\nThis runs two years.\n2. Price\nTen euros.\nPaid monthly.\n"
 

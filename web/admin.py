@@ -20,7 +20,6 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from documents.files import download_name
-from documents.forms import ACCEPTED_FILES
 from documents.models import Collection, Document, IngestionJob, Node
 from documents.presenters import ocr_note
 from documents.services.collections import (
@@ -39,9 +38,10 @@ from documents.services.documents import (
     job_retry,
 )
 from documents.services.nodes import node_texts_clean, node_update
-from documents.user_admin import PersonAdmin  # noqa: F401  (registers the user admin)
 from openfable.admin_services import SavedByServiceMixin
 from openfable.errors import UserInputError
+from web.forms import ACCEPTED_FILES
+from web.user_admin import PersonAdmin  # noqa: F401  (registers the user admin)
 
 
 class _TagFilter(admin.SimpleListFilter):

@@ -1,4 +1,4 @@
-"""Page pictures (documents.page_views) under load: bounded memory and time, drawn once, a failure
+"""Page pictures (documents.page_images) under load: bounded memory and time, drawn once, a failure
 remembered, a full house answered with 503 and Retry-After, and the user's request rate counted.
 
 The PDF is written in the test: a 5 m square page with ``/UserUnit 75000`` (the issue's page:
@@ -27,7 +27,7 @@ from django.test import Client
 from django.urls import reverse
 from PIL import Image
 
-from documents import page_views
+from documents import page_images
 from documents.models import Document
 from tests.documents.ingestion import document_files as files
 from tests.factories import CollectionFactory, DocumentFactory, UserFactory
@@ -121,13 +121,13 @@ def _at_once(count: int, ask: Callable[[], Any]) -> list[tuple[Any, float]]:
 def count_drawings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many times a page was handed to a child process to draw (one entry per drawing)."""
     drawn: list[int] = []
-    draw = page_views.render_page_png_isolated
+    draw = page_images.render_page_png_isolated
 
     def counted(source: Any, page: int, **options: Any) -> bytes:
         drawn.append(page)
         return draw(source, page, **options)
 
-    monkeypatch.setattr(page_views, "render_page_png_isolated", counted)
+    monkeypatch.setattr(page_images, "render_page_png_isolated", counted)
     return drawn
 
 
@@ -151,7 +151,7 @@ def test_six_requests_at_once_for_a_huge_page_stay_under_a_gigabyte(
     print(f"\nhuge page, before: {before / 2**20:.0f} MB")
     print(f"huge page, 6 at once: {statuses}, peak {peak.bytes / 2**20:.0f} MB, slowest {slowest:.2f} s")
     assert peak.bytes < _GIGABYTE
-    assert slowest < settings.RENDER_SECONDS + page_views.SLOT_WAIT_SECONDS + 5
+    assert slowest < settings.RENDER_SECONDS + page_images.SLOT_WAIT_SECONDS + 5
     # Drawn once, smaller (4,473 pixels square, the 20 million pixel budget), not 21,600 square; a
     # request that waited past SLOT_WAIT_SECONDS for it would be told to come back.
     assert count_drawings == [1]
@@ -161,7 +161,7 @@ def test_six_requests_at_once_for_a_huge_page_stay_under_a_gigabyte(
             picture = Image.open(io.BytesIO(b"".join(response.streaming_content)))
             assert picture.size == (4473, 4473)
         else:
-            assert response["Retry-After"] == str(page_views.RETRY_AFTER_SECONDS)
+            assert response["Retry-After"] == str(page_images.RETRY_AFTER_SECONDS)
 
     again = time.monotonic()
     assert ask().status_code == 200 and count_drawings == [1], "kept on disk, not drawn again"
@@ -189,12 +189,12 @@ def test_six_huge_pages_at_once_are_drawn_two_at_a_time(
         f"{peak.drawing} drawing at most, slowest {slowest:.2f} s"
     )
     assert peak.bytes < _GIGABYTE and peak.drawing <= 2
-    assert slowest < settings.RENDER_SECONDS + page_views.SLOT_WAIT_SECONDS + 5
+    assert slowest < settings.RENDER_SECONDS + page_images.SLOT_WAIT_SECONDS + 5
     # Those that found no free slot within SLOT_WAIT_SECONDS are told when to come back.
     assert set(statuses) <= {200, 503} and len(count_drawings) == statuses.count(200)
     for response, _ in answers:
         if response.status_code == 503:
-            assert response["Retry-After"] == str(page_views.RETRY_AFTER_SECONDS)
+            assert response["Retry-After"] == str(page_images.RETRY_AFTER_SECONDS)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -240,11 +240,11 @@ def test_no_free_slot_answers_503_with_retry_after(
     file_storage: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.RENDER_CONCURRENCY = 1
-    monkeypatch.setattr(page_views, "SLOT_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(page_images, "SLOT_WAIT_SECONDS", 0.2)
     owner = UserFactory.create()
     client = _signed_in(owner)
     url = reverse("documents:page-image", args=[_pdf_document(owner).pk, 1])
-    slots = page_views._drawing_slots(1)
+    slots = page_images._drawing_slots(1)
     assert slots.acquire(timeout=5)  # another request is drawing
     try:
         as_json = client.get(url, headers={"Accept": "application/json"})

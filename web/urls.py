@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from django.urls import path
 
-from documents import collection_views, views
+from web import collection_views, views
 
+# The pages keep the namespace they had when they lived in documents/: reverse("documents:detail").
 app_name = "documents"
 
 urlpatterns = [

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from openfable import tokens
-from openfable.tokens import count_tokens, truncate_to_tokens
+from openfable import token_counting
+from openfable.token_counting import count_tokens, truncate_to_tokens
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEXT = (
@@ -67,7 +67,7 @@ def test_tokens_work_offline_without_importing_litellm() -> None:
     # must point tiktoken at litellm's bundled files.
     code = (
         "import os, sys\n"
-        "from openfable.tokens import count_tokens\n"
+        "from openfable.token_counting import count_tokens\n"
         "assert count_tokens('hello world') == 2\n"
         "assert 'litellm' not in sys.modules, 'litellm was imported'\n"
         "print(os.environ['TIKTOKEN_CACHE_DIR'])\n"
@@ -85,14 +85,14 @@ def test_tokens_work_offline_without_importing_litellm() -> None:
 
 def test_long_texts_are_counted_once_and_told_apart_by_their_content(monkeypatch: pytest.MonkeyPatch) -> None:
     counted: list[int] = []
-    real_count = tokens._count
+    real_count = token_counting._count
 
     def count(text: str) -> int:
         counted.append(len(text))
         return real_count(text)
 
-    monkeypatch.setattr(tokens, "_count", count)
-    monkeypatch.setattr(tokens, "_remembered", tokens._RememberedCounts(2))
+    monkeypatch.setattr(token_counting, "_count", count)
+    monkeypatch.setattr(token_counting, "_remembered", token_counting._RememberedCounts(2))
     long_text = TEXT * 10  # over the length worth remembering
     edited = long_text.replace("thirty (30)", "ninety (90) calendar", 1)
     expected = real_count(long_text)

@@ -3,7 +3,9 @@
 ``flatten_tree`` walks a ``TreeNode`` in pre-order and produces ``FlatNodeRow`` objects with
 everything the database needs (order, ordinal, parent, toc path, exact leaf text, token
 counts) and the text each node is embedded from: internal nodes embed
-"toc path: summary", leaves embed their own text.
+"toc path: summary", leaves embed their own text; ``apply_edits`` carries a person's edits over to
+a rebuilt tree. The pipeline that calls it (read, build, embed, save) is
+``documents.services.jobs.document_index``.
 """
 
 from __future__ import annotations

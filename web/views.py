@@ -22,11 +22,9 @@ from django.views.decorators.http import require_POST
 
 from documents import selectors
 from documents.files import original_response
-from documents.forms import UploadForm
-from documents.history_words import edit_words_of
 from documents.ingestion.heading_titles import without_heading_marks
 from documents.models import FILE_FORMATS, Document, IngestionJob
-from documents.page_views import node_page_views, page_image_path
+from documents.page_images import node_page_views, page_image_path
 from documents.presenters import ocr_note
 from documents.progress_words import progress_words
 from documents.services import nodes
@@ -35,6 +33,8 @@ from openfable.errors import NotFoundError, OpenFableError, UserInputError
 from openfable.http import HtmxHttpRequest
 from openfable.llm import llm_configured
 from openfable.rate_limit import rate_limit_check
+from web.forms import UploadForm
+from web.history_words import edit_words_of
 
 PAGE_SIZE = 25
 CORPUS = "documents/corpus.html"
@@ -266,7 +266,7 @@ def document_original(request: HtmxHttpRequest, pk: int) -> HttpResponseBase:
 
 @login_required
 def document_page_image(request: HtmxHttpRequest, pk: int, page: int) -> HttpResponseBase:
-    """Page ``page`` of a PDF document as a PNG, drawn once and kept (``documents.page_views``).
+    """Page ``page`` of a PDF document as a PNG, drawn once and kept (``documents.page_images``).
     Counted in the user's API rate (``openfable.rate_limit``): each drawing starts a process."""
     rate_limit_check(user=request.user)
     document = selectors.document_get(user=request.user, pk=pk)

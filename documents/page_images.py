@@ -1,7 +1,7 @@
 """A PDF document's pages beside a selected node: the pictures, drawn on the server and kept on
 disk (``OPENFABLE_PAGE_IMAGES_DIR``, default DATA_DIR/page-images), and the node's lines on them.
 
-The document page shows them (``documents.views``); whoever asks has already been allowed to see
+The document page shows them (``web.views``); whoever asks has already been allowed to see
 the document. Nothing here writes to the database.
 
 A page is drawn in a child process with its own memory cap and time limit
