@@ -47,13 +47,10 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	@# The query path stays in small stages: no function in retrieval/ at radon complexity C (11) or
-	@# worse. Fails when radon lists one, and when radon itself fails.
-	@complex="$$($(BIN)/radon cc --min C --show-complexity retrieval)" || exit 1; \
-	if [ -n "$$complex" ]; then \
-		echo "Functions in retrieval/ at complexity C or worse (split them into stages):"; \
-		echo "$$complex"; exit 1; \
-	fi
+	@# The query path and ingestion stay in small stages: no function in retrieval/ or
+	@# documents/ingestion/ at radon complexity C (11) or worse, but those still listed in
+	@# scripts/complexity_allowed.txt, none past its listed number. The list only shrinks.
+	$(BIN)/python scripts/complexity_ratchet.py retrieval documents/ingestion
 
 format: $(BIN)/.installed
 	$(BIN)/ruff format .

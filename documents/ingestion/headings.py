@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from documents.ingestion.heading_titles import Heading, clean_title, is_titleish, word_set
 from documents.ingestion.numbered_headings import (
@@ -71,6 +74,56 @@ def detect_headings(
     return title_headings, _merge_empty_headings(text, headings)
 
 
+@dataclass(frozen=True)
+class _Line:
+    """One line of the text and its neighbours, as the line readers see it."""
+
+    text: str
+    lines: list[tuple[int, int]]
+    index: int
+    font_heading_starts: frozenset[int]
+
+    @property
+    def start(self) -> int:
+        return self.lines[self.index][0]
+
+    @property
+    def end(self) -> int:
+        return self.lines[self.index][1]
+
+    @cached_property
+    def line(self) -> str:
+        return self.text[self.start : self.end]
+
+    @cached_property
+    def content_start(self) -> int:
+        return self.start + len(self.line) - len(self.line.lstrip())
+
+    @cached_property
+    def below(self) -> tuple[int, int] | None:
+        return self.lines[self.index + 1] if self.index + 1 < len(self.lines) else None
+
+    @cached_property
+    def next_line(self) -> str:
+        below = self.below
+        return self.text[below[0] : below[1]] if below else ""
+
+    @cached_property
+    def previous_line(self) -> str:
+        return self.text[self.lines[self.index - 1][0] : self.lines[self.index - 1][1]] if self.index else ""
+
+
+@dataclass
+class _LineFinds:
+    """What the line readers found, by kind, and the line starts they claimed."""
+
+    found: list[Heading] = field(default_factory=list)
+    bold: list[Heading] = field(default_factory=list)
+    labels: list[Heading] = field(default_factory=list)
+    appendices: list[Heading] = field(default_factory=list)
+    claimed: set[int] = field(default_factory=set)
+
+
 def _line_headings(
     text: str, font_heading_starts: frozenset[int]
 ) -> tuple[list[Heading], set[int], list[Heading]]:
@@ -78,92 +131,140 @@ def _line_headings(
 
     A font-guessed markdown line that is numbered is left to the numbered headings."""
     lines = [(match.start(), match.end()) for match in LINE.finditer(text)]
-    found: list[Heading] = []
-    bold: list[Heading] = []
-    labels: list[Heading] = []
-    appendices: list[Heading] = []
-    claimed: set[int] = set()
-    for index, (start, end) in enumerate(lines):
-        line = text[start:end]
-        content_start = start + len(line) - len(line.lstrip())
-        atx = _ATX.match(line)
-        next_line = text[lines[index + 1][0] : lines[index + 1][1]] if index + 1 < len(lines) else ""
-        if atx and atx.group(2).strip() and content_start in font_heading_starts:
-            if _over_a_signature(next_line):
-                claimed.add(content_start)  # "ACME CORPORATION" in bold above "By: ____"
-                continue
-            # A bold sentence ("THIS AGREEMENT dated for reference the 5th day of ...") is
-            # emphasis; a heading reads like a title.
-            inner = atx.group(2).strip(" *_")
-            appendix = _appendix_title(line, content_start)
-            if appendix:  # "SCHEDULE 1 SPONSORSHIP RIGHTS" in bold: numbers its clauses anew
-                appendices.append(Heading(content_start, end, _APPENDIX_RANK, appendix, family="appendix"))
-                claimed.add(content_start)
-            elif not NUMBERED.match(inner) and is_titleish(inner, max_words=14):
-                found.append(
-                    Heading(
-                        content_start,
-                        end,
-                        _FONT_RANK,
-                        clean_title(atx.group(2)),
-                        family="font",
-                        markup_level=len(atx.group(1)),
-                    )
-                )
-                claimed.add(content_start)
-            continue
-        if atx and atx.group(2).strip():
-            found.append(
-                Heading(content_start, end, _MARKDOWN_RANK + len(atx.group(1)), clean_title(atx.group(2)))
-            )
-            claimed.add(content_start)
-            continue
-        adjacent = index + 1 < len(lines) and text.count("\n", end, lines[index + 1][0]) <= 1
-        rule = _SETEXT_RULE.match(next_line)
-        if rule and adjacent and is_titleish(line.strip(), max_words=15) and not _SETEXT_RULE.match(line):
-            level = 1 if rule.group(1).startswith("=") else 2
-            found.append(
-                Heading(content_start, lines[index + 1][1], _MARKDOWN_RANK + level, clean_title(line))
-            )
-            claimed.add(content_start)
-            continue
-        bold_match = _BOLD_LINE.match(line)
-        if bold_match and not NUMBERED.match(bold_match.group("inner").strip()):
-            inner = bold_match.group("inner")
-            if is_titleish(inner, max_words=14):
-                bold.append(Heading(content_start, end, _BOLD_RANK, clean_title(inner), family="bold"))
-            claimed.add(content_start)  # "**v.**" is no heading, but no numbered clause either
-            continue
-        appendix = _appendix_title(line, content_start)
-        if appendix:
-            heading = Heading(content_start, end, _APPENDIX_RANK, appendix, family="appendix")
-            if index + 1 < len(lines) and _titles_the_attachment(text, heading, lines[index + 1]):
-                below = lines[index + 1]
-                heading.title = clean_title(f"{appendix} {text[below[0] : below[1]]}")
-                heading.title_end = below[1]
-                claimed.add(below[0])
-            appendices.append(heading)
-            claimed.add(content_start)
-            continue
-        previous_line = text[lines[index - 1][0] : lines[index - 1][1]] if index else ""
-        if _is_capitals_heading(text, start, end, next_line, previous_line):
-            found.append(Heading(content_start, end, _FONT_RANK, clean_title(line), family="caps"))
-            claimed.add(content_start)
-            continue
-        label = _LABEL_LINE.match(line)
-        if label and next_line.strip() and is_titleish(label.group("inner"), max_words=8):
-            labels.append(
-                Heading(content_start, end, _LABEL_RANK, clean_title(label.group("inner")), family="label")
-            )
+    finds = _LineFinds()
+    for index in range(len(lines)):
+        line = _Line(text, lines, index, font_heading_starts)
+        # The first reader that takes a line has it: their order is their precedence.
+        any(read(line, finds) for read in _LINE_READERS)
     # A lone bold line is emphasis, not structure; "Label:" lines (forms, medical records) are
     # the last resort, because contracts are full of "ADDRESS:" and "By:" lines.
     # "EXECUTION COPY" atop every page is a running header, not a part of the document.
-    found = [heading for heading in found if heading.family != "caps"] + _drop_repeated(
-        [heading for heading in found if heading.family == "caps"]
+    found = [heading for heading in finds.found if heading.family != "caps"] + _drop_repeated(
+        [heading for heading in finds.found if heading.family == "caps"]
     )
-    found += bold if len(bold) >= 2 else []
-    found += drop_tables_of_contents(_drop_repeated(appendices))
-    return found, claimed, labels
+    found += finds.bold if len(finds.bold) >= 2 else []
+    found += drop_tables_of_contents(_drop_repeated(finds.appendices))
+    return found, finds.claimed, finds.labels
+
+
+def _markdown_title(line: _Line) -> re.Match[str] | None:
+    """The ``#`` line with a title, if ``line`` is one."""
+    atx = _ATX.match(line.line)
+    return atx if atx and atx.group(2).strip() else None
+
+
+def _read_font_line(line: _Line, finds: _LineFinds) -> bool:
+    """A ``#`` line extraction wrote from a PDF's fonts: a title, an attachment, or neither."""
+    atx = _markdown_title(line)
+    if not atx or line.content_start not in line.font_heading_starts:
+        return False
+    content_start = line.content_start
+    if _over_a_signature(line.next_line):
+        finds.claimed.add(content_start)  # "ACME CORPORATION" in bold above "By: ____"
+        return True
+    # A bold sentence ("THIS AGREEMENT dated for reference the 5th day of ...") is
+    # emphasis; a heading reads like a title.
+    inner = atx.group(2).strip(" *_")
+    appendix = _appendix_title(line.line, content_start)
+    if appendix:  # "SCHEDULE 1 SPONSORSHIP RIGHTS" in bold: numbers its clauses anew
+        finds.appendices.append(Heading(content_start, line.end, _APPENDIX_RANK, appendix, family="appendix"))
+        finds.claimed.add(content_start)
+    elif not NUMBERED.match(inner) and is_titleish(inner, max_words=14):
+        heading = Heading(
+            content_start,
+            line.end,
+            _FONT_RANK,
+            clean_title(atx.group(2)),
+            family="font",
+            markup_level=len(atx.group(1)),
+        )
+        finds.found.append(heading)
+        finds.claimed.add(content_start)
+    return True
+
+
+def _read_markdown_line(line: _Line, finds: _LineFinds) -> bool:
+    atx = _markdown_title(line)
+    if not atx:
+        return False
+    rank = _MARKDOWN_RANK + len(atx.group(1))
+    finds.found.append(Heading(line.content_start, line.end, rank, clean_title(atx.group(2))))
+    finds.claimed.add(line.content_start)
+    return True
+
+
+def _read_setext_line(line: _Line, finds: _LineFinds) -> bool:
+    """A title line underlined by ``===`` or ``---`` on the very next line."""
+    below = line.below
+    if below is None:
+        return False
+    adjacent = line.text.count("\n", line.end, below[0]) <= 1
+    rule = _SETEXT_RULE.match(line.next_line)
+    if not (rule and adjacent and is_titleish(line.line.strip(), max_words=15)) or _SETEXT_RULE.match(
+        line.line
+    ):
+        return False
+    level = 1 if rule.group(1).startswith("=") else 2
+    finds.found.append(Heading(line.content_start, below[1], _MARKDOWN_RANK + level, clean_title(line.line)))
+    finds.claimed.add(line.content_start)
+    return True
+
+
+def _read_bold_line(line: _Line, finds: _LineFinds) -> bool:
+    bold_match = _BOLD_LINE.match(line.line)
+    if not bold_match or NUMBERED.match(bold_match.group("inner").strip()):
+        return False
+    inner = bold_match.group("inner")
+    if is_titleish(inner, max_words=14):
+        finds.bold.append(
+            Heading(line.content_start, line.end, _BOLD_RANK, clean_title(inner), family="bold")
+        )
+    finds.claimed.add(line.content_start)  # "**v.**" is no heading, but no numbered clause either
+    return True
+
+
+def _read_appendix_line(line: _Line, finds: _LineFinds) -> bool:
+    appendix = _appendix_title(line.line, line.content_start)
+    if not appendix:
+        return False
+    heading = Heading(line.content_start, line.end, _APPENDIX_RANK, appendix, family="appendix")
+    below = line.below
+    if below is not None and _titles_the_attachment(line.text, heading, below):
+        heading.title = clean_title(f"{appendix} {line.text[below[0] : below[1]]}")
+        heading.title_end = below[1]
+        finds.claimed.add(below[0])
+    finds.appendices.append(heading)
+    finds.claimed.add(line.content_start)
+    return True
+
+
+def _read_capitals_line(line: _Line, finds: _LineFinds) -> bool:
+    if not _is_capitals_heading(line.text, line.start, line.end, line.next_line, line.previous_line):
+        return False
+    finds.found.append(
+        Heading(line.content_start, line.end, _FONT_RANK, clean_title(line.line), family="caps")
+    )
+    finds.claimed.add(line.content_start)
+    return True
+
+
+def _read_label_line(line: _Line, finds: _LineFinds) -> bool:
+    label = _LABEL_LINE.match(line.line)
+    if label and line.next_line.strip() and is_titleish(label.group("inner"), max_words=8):
+        inner = clean_title(label.group("inner"))
+        finds.labels.append(Heading(line.content_start, line.end, _LABEL_RANK, inner, family="label"))
+    return True
+
+
+_LINE_READERS: tuple[Callable[[_Line, _LineFinds], bool], ...] = (
+    _read_font_line,
+    _read_markdown_line,
+    _read_setext_line,
+    _read_bold_line,
+    _read_appendix_line,
+    _read_capitals_line,
+    _read_label_line,
+)
 
 
 def _run_in_titles(text: str, taken: set[int]) -> list[Heading]:
@@ -199,11 +300,8 @@ def _is_capitals_heading(text: str, start: int, end: int, next_line: str, previo
     set apart by a blank line above it, with text under it; not a party's name over a signature
     ("ACME CORPORATION" above "By: ____")."""
     line = text[start:end].strip()
-    words = line.rstrip(":.").split()
-    if not (1 <= len(words) <= 6) or not _CAPITALS_LINE.fullmatch(line) or words[0] in _APPENDIX_WORDS:
-        return False  # an attachment's title is read as one (see _appendix_title), or not at all
-    if line.rstrip(":.") in ("CONTENTS", "TABLE OF CONTENTS"):
-        return False  # the contents list's own label (its lines are dropped as contents)
+    if not _is_capitals_title(line):
+        return False
     previous = previous_line.strip()  # the line above (blank lines are no lines); never text[:start]
     if previous and len(previous.split()) <= 2 and NUMBERED.match(f"{previous} "):
         return False  # "ARTICLE I" / "INTERPRETATION": the title of the number above it
@@ -215,6 +313,15 @@ def _is_capitals_heading(text: str, start: int, end: int, next_line: str, previo
         and not _over_a_signature(following)
         and not NUMBERED.match(f"{line} ")
     )
+
+
+def _is_capitals_title(line: str) -> bool:
+    """A short line in capitals that is neither an attachment's title nor the contents' label."""
+    words = line.rstrip(":.").split()
+    if not (1 <= len(words) <= 6) or not _CAPITALS_LINE.fullmatch(line) or words[0] in _APPENDIX_WORDS:
+        return False  # an attachment's title is read as one (see _appendix_title), or not at all
+    # The contents list's own label (its lines are dropped as contents).
+    return line.rstrip(":.") not in ("CONTENTS", "TABLE OF CONTENTS")
 
 
 def _over_a_signature(next_line: str) -> bool:
@@ -254,14 +361,24 @@ def _appendix_title(line: str, position: int) -> str:
         return ""
     if position < 300 or (re.match(r"(?i)ex(hibit|-)\s*\d+[.(]", stripped) and len(words) <= 2):
         return ""  # "Exhibit 10.38": the SEC filing's exhibit number, atop the text or on every page
+    if _opens_with_appendix_word(words) or _capitals_naming_an_appendix(stripped, words):
+        return clean_title(stripped)
+    return ""
+
+
+def _opens_with_appendix_word(words: list[str]) -> bool:
+    """ "EXHIBIT A", "Schedule 2 Territory": the keyword, then nothing or a label."""
     keyword_first = words[0] in _APPENDIX_WORDS or (
         words[0].upper() in _APPENDIX_WORDS and words[0].istitle()
     )
-    if keyword_first and (len(words) == 1 or re.match(r"^(?:[A-Z]|[0-9IVX][\w.()-]*)[:.]?$", words[1])):
-        return clean_title(stripped)
-    if stripped.isupper() and len(words) <= 8 and any(word in _APPENDIX_WORDS for word in words):
-        return clean_title(stripped)
-    return ""
+    return keyword_first and (
+        len(words) == 1 or bool(re.match(r"^(?:[A-Z]|[0-9IVX][\w.()-]*)[:.]?$", words[1]))
+    )
+
+
+def _capitals_naming_an_appendix(stripped: str, words: list[str]) -> bool:
+    """ "PREMIER RESELLER ADDENDUM": a short line in capitals with the keyword anywhere."""
+    return stripped.isupper() and len(words) <= 8 and any(word in _APPENDIX_WORDS for word in words)
 
 
 def _dedupe(headings: list[Heading]) -> list[Heading]:
@@ -287,23 +404,28 @@ def _merge_empty_headings(text: str, headings: list[Heading]) -> list[Heading]:
     kept: list[Heading] = []
     for heading in reversed(headings):
         following = kept[-1] if kept else None
-        body = text[heading.title_end : following.start if following else len(text)]
-        # "Section 3. [Reserved.]" before "Section 4. Fees": a numbered part of its own too.
-        titled_number = bool(heading.path) and bool(heading.title)
-        standing = (
-            (heading.family in ("font", "caps", "appendix") or titled_number)
-            and following is not None
-            and bool(following.title)
-        )
-        if following is None or following.rank > heading.rank or re.search(r"\w", body) or standing:
+        if following is None or _keeps_its_place(text, heading, following):
             kept.append(heading)
         elif following.rank == heading.rank:
-            following.start = heading.start
-            # "Physical Examination:" names what follows; "1." does not, and an untitled "16."
-            # under "COMPENSATION" takes the heading's name.
-            if not following.path or not following.title:
-                following.title = heading.title or following.title
+            _join_the_sibling(heading, following)
     return kept[::-1]
+
+
+def _keeps_its_place(text: str, heading: Heading, following: Heading) -> bool:
+    """Whether ``heading`` stays a heading of its own before ``following``."""
+    if following.rank > heading.rank or re.search(r"\w", text[heading.title_end : following.start]):
+        return True
+    # "Section 3. [Reserved.]" before "Section 4. Fees": a numbered part of its own too.
+    titled_number = bool(heading.path) and bool(heading.title)
+    return (heading.family in ("font", "caps", "appendix") or titled_number) and bool(following.title)
+
+
+def _join_the_sibling(heading: Heading, following: Heading) -> None:
+    following.start = heading.start
+    # "Physical Examination:" names what follows; "1." does not, and an untitled "16."
+    # under "COMPENSATION" takes the heading's name.
+    if not following.path or not following.title:
+        following.title = heading.title or following.title
 
 
 def _split_document_title(text: str, headings: list[Heading]) -> tuple[list[Heading], list[Heading]]:
@@ -314,31 +436,41 @@ def _split_document_title(text: str, headings: list[Heading]) -> tuple[list[Head
     cursor = 0
     while headings:
         first, rest = headings[0], headings[1:]
-        before = text[cursor : first.start]
-        # Above a PDF's title may stand the filing's label ("Exhibit 10.1", "EX-99.4") and a
-        # legend ("Confidential treatment requested ..."): a few lines, no part of the document.
-        front_matter = (
-            first.family in ("font", "caps")
-            and first.start < _TITLE_ZONE_CHARS
-            and (
-                (bool(titles) and all(_FILING_LABEL.fullmatch(title.title) for title in titles))
-                or bool(_FILING_LABEL.fullmatch(before.strip().split("\n", 1)[0].strip(" #*")))
-            )
-        )
-        if first.family not in ("", "bold", "font", "caps") or (
-            re.search(r"\w", before) and not front_matter
-        ):
+        if not _opens_the_text(first, text[cursor : first.start], titles):
             break
         empty_body = bool(rest) and not re.search(r"\w", text[first.title_end : rest[0].start])
-        # A PDF's first line in a larger or bold font, before any text, is the title of the
-        # document ("STRATEGIC ALLIANCE AGREEMENT"), never its first section.
-        unique_top = first.family in ("font", "caps") or all(heading.rank > first.rank for heading in rest)
-        if not (unique_top or (empty_body and all(heading.rank >= first.rank for heading in rest))):
+        if not _tops_the_rest(first, rest, empty_body=empty_body):
             break
         titles.append(first)
         headings, cursor = rest, first.title_end
-        if first.family in ("font", "caps") and _FILING_LABEL.fullmatch(first.title):
+        by_font = first.family in ("font", "caps")
+        if by_font and _FILING_LABEL.fullmatch(first.title):
             continue  # "Exhibit 10.14" in bold above the title: the title is the next line
-        if not empty_body or first.family in ("font", "caps"):
+        if not empty_body or by_font:
             break  # the font says which line is the title; the lines below it are the preamble
     return titles, headings
+
+
+def _opens_the_text(first: Heading, before: str, titles: list[Heading]) -> bool:
+    """A heading of a kind that may title the document, with no text before it but front matter."""
+    if first.family not in ("", "bold", "font", "caps"):
+        return False
+    return not re.search(r"\w", before) or _after_front_matter(first, before, titles)
+
+
+def _after_front_matter(first: Heading, before: str, titles: list[Heading]) -> bool:
+    """Above a PDF's title may stand the filing's label ("Exhibit 10.1", "EX-99.4") and a legend
+    ("Confidential treatment requested ..."): a few lines, no part of the document."""
+    if first.family not in ("font", "caps") or first.start >= _TITLE_ZONE_CHARS:
+        return False
+    if titles and all(_FILING_LABEL.fullmatch(title.title) for title in titles):
+        return True
+    return bool(_FILING_LABEL.fullmatch(before.strip().split("\n", 1)[0].strip(" #*")))
+
+
+def _tops_the_rest(first: Heading, rest: list[Heading], *, empty_body: bool) -> bool:
+    # A PDF's first line in a larger or bold font, before any text, is the title of the
+    # document ("STRATEGIC ALLIANCE AGREEMENT"), never its first section.
+    if first.family in ("font", "caps") or all(heading.rank > first.rank for heading in rest):
+        return True
+    return empty_body and all(heading.rank >= first.rank for heading in rest)

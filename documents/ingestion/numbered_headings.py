@@ -12,6 +12,7 @@ import bisect
 import itertools
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from documents.ingestion.heading_titles import Heading, clean_title, is_titleish, word_set
 
@@ -78,24 +79,46 @@ _TOC_RUN = 4
 def numbered_candidates(text: str, claimed: set[int]) -> list[Heading]:
     candidates: list[Heading] = []
     for match in NUMBERED.finditer(text):
-        line_start = _line_content_start(text, match.start())
-        if line_start is None and match.group("small"):
-            line_start = _after_clause_number(text, match.start())  # "21. a. Confidentiality."
-        if line_start in claimed:
-            continue
-        placed = line_start is not None or _after_sentence(text, match.start())
-        if not (placed or _opens_first_subclause(text, match, candidates[-1] if candidates else None)):
-            continue
-        lettered = match.group("letter") or match.group("capital") or match.group("small")
-        if (match.group("roman") or lettered) and line_start is None:
-            continue  # "... by I. Ward", "as set out in (b) above": only at the start of a line
-        candidate = _numbered_heading(text, match, line_start is not None)
+        candidate = _numbered_candidate(text, match, claimed, candidates[-1] if candidates else None)
         if candidate is not None:
-            candidate.first_subclause = not placed
-            # "**IV. Charge**", "## 2. Setup": the node starts with the line, markup included.
-            candidate.start = match.start() if line_start is None else line_start
             candidates.append(candidate)
     return candidates
+
+
+def _numbered_candidate(
+    text: str, match: re.Match[str], claimed: set[int], previous: Heading | None
+) -> Heading | None:
+    """The heading ``match`` opens, if it stands where a heading may: at a line's start, after a
+    sentence, or as the first subclause right after ``previous``'s title."""
+    line_start = _number_line_start(text, match)
+    if line_start in claimed:
+        return None
+    placed = line_start is not None or _after_sentence(text, match.start())
+    if not (placed or _opens_first_subclause(text, match, previous)):
+        return None
+    if line_start is None and _needs_line_start(match):
+        return None  # "... by I. Ward", "as set out in (b) above": only at the start of a line
+    candidate = _numbered_heading(text, match, line_start is not None)
+    if candidate is None:
+        return None
+    candidate.first_subclause = not placed
+    # "**IV. Charge**", "## 2. Setup": the node starts with the line, markup included.
+    candidate.start = match.start() if line_start is None else line_start
+    return candidate
+
+
+def _number_line_start(text: str, match: re.Match[str]) -> int | None:
+    line_start = _line_content_start(text, match.start())
+    if line_start is None and match.group("small"):
+        return _after_clause_number(text, match.start())  # "21. a. Confidentiality."
+    return line_start
+
+
+def _needs_line_start(match: re.Match[str]) -> bool:
+    """Roman numerals and letters are headings only at a line's start: inline they are words."""
+    return bool(
+        match.group("roman") or match.group("letter") or match.group("capital") or match.group("small")
+    )
 
 
 def _line_content_start(text: str, position: int) -> int | None:
@@ -154,49 +177,79 @@ def _after_sentence(text: str, position: int) -> bool:
 
 
 def _numbered_heading(text: str, match: re.Match[str], line_start: bool) -> Heading | None:
-    after = match.end()
-    while after < len(text) and text[after] in " \t\u00a0.:)-\u2013\u2014*":
-        after += 1
+    after = _after_marker(text, match.end())
     following = text[after : after + 1]
     if not following or following.islower() or following == "(":
         return None  # "Section 2.3 of this Agreement", "Section 5(b)": references, not headings
     family, path = _numbering(match)
     if not path or any(part == 0 for part in path):
         return None
-    # Only an arabic number has subclauses numbered under it ("2" -> "2.1"; "ARTICLE 2" -> "2.1").
-    number = ".".join(str(part) for part in path) if family in ("number", "article") else ""
-    if family == "article" and not (match.group("kwnum") or "")[:1].isdigit():
-        number = ""
     title, title_end = _numbered_title(
-        text, after, keyword=bool(match.group("kw")), line_start=line_start, number=number
+        text,
+        after,
+        keyword=bool(match.group("kw")),
+        line_start=line_start,
+        number=_subclause_parent(match, family, path),
     )
-    marker = (
-        match.group()
-        if match.group("one") or match.group("roman") or match.group("capital") or match.group("small")
-        else match.group().rstrip(".")
-    )
-    if not title and match.group("kw") and line_start and not text[match.end() : after].strip(" .:"):
-        line_end = _LINE_END.search(text, after)
-        if line_end is not None and after == line_end.start():
-            title = " "  # "Article 27" alone on its line: a heading that names itself
-    if family == "letter" and title and not _run_in_title_ends(text, title_end):
-        title = ""  # "(a) Schedule A - Products;": an item of a list, not a titled sub-clause
-    full_title = f"{marker} {title}".strip() if title else ""
-    rank = (
-        (_CAPITAL_RANK if path[1] == 3 else _LETTER_RANK)
-        if family == "letter"
-        else _KEYWORD_RANKS.get(family, _ROMAN_RANK + len(path))
-    )
+    title = _settled_title(text, match, title, title_end, after=after, family=family, line_start=line_start)
+    marker = _marker(match)
     return Heading(
         match.start(),
         max(title_end, match.end()),
-        rank,
-        full_title,
+        _numbered_rank(family, path),
+        f"{marker} {title}".strip() if title else "",
         family=family,
         path=path,
         line_start=line_start,
         label=marker,
     )
+
+
+def _after_marker(text: str, position: int) -> int:
+    """Past the punctuation and markup that close a number ("4.) ", "2 - ", "**")."""
+    while position < len(text) and text[position] in " \t\u00a0.:)-\u2013\u2014*":
+        position += 1
+    return position
+
+
+def _subclause_parent(match: re.Match[str], family: str, path: tuple[int, ...]) -> str:
+    """The number subclauses count under ("2" -> "2.1"; "ARTICLE 2" -> "2.1"), or "": only an
+    arabic number has them."""
+    if family not in ("number", "article"):
+        return ""
+    if family == "article" and not (match.group("kwnum") or "")[:1].isdigit():
+        return ""
+    return ".".join(str(part) for part in path)
+
+
+def _settled_title(
+    text: str, match: re.Match[str], title: str, title_end: int, *, after: int, family: str, line_start: bool
+) -> str:
+    if not title and match.group("kw") and line_start and _alone_on_its_line(text, match, after):
+        title = " "  # "Article 27" alone on its line: a heading that names itself
+    if family == "letter" and title and not _run_in_title_ends(text, title_end):
+        title = ""  # "(a) Schedule A - Products;": an item of a list, not a titled sub-clause
+    return title
+
+
+def _alone_on_its_line(text: str, match: re.Match[str], after: int) -> bool:
+    if text[match.end() : after].strip(" .:"):
+        return False
+    line_end = _LINE_END.search(text, after)
+    return line_end is not None and after == line_end.start()
+
+
+def _marker(match: re.Match[str]) -> str:
+    """The number as the heading shows it: "1.", "IV.", "A.", "a." keep their period."""
+    if match.group("one") or match.group("roman") or match.group("capital") or match.group("small"):
+        return match.group()
+    return match.group().rstrip(".")
+
+
+def _numbered_rank(family: str, path: tuple[int, ...]) -> float:
+    if family == "letter":
+        return _CAPITAL_RANK if path[1] == 3 else _LETTER_RANK
+    return _KEYWORD_RANKS.get(family, _ROMAN_RANK + len(path))
 
 
 def _run_in_title_ends(text: str, title_end: int) -> bool:
@@ -214,13 +267,24 @@ def _numbering(match: re.Match[str]) -> tuple[str, tuple[int, ...]]:
         # Counted per code: "G1", "G2" ... and "GR1", "GR2" ... are two runs (_CODED_FAMILY).
         return f"{_CODED_FAMILY}{match.group('code')}", (int(match.group("codenum")),)
     if match.group("kw"):
-        number = match.group("kwnum")
-        keyword = match.group("kw").lower()
-        if keyword == "section":
-            return ("number", _dotted(number)) if number[0].isdigit() else ("article", (_roman(number),))
-        return keyword, (_dotted(number)[0] if number[0].isdigit() else _roman(number),)
+        return _keyword_numbering(match)
     if match.group("roman"):
         return "roman", (_roman(match.group("roman")),)
+    lettered = _letter_numbering(match)
+    if lettered is not None:
+        return lettered
+    return "number", _dotted(match.group("multi") or match.group("one"))
+
+
+def _keyword_numbering(match: re.Match[str]) -> tuple[str, tuple[int, ...]]:
+    number = match.group("kwnum")
+    keyword = match.group("kw").lower()
+    if keyword == "section":
+        return ("number", _dotted(number)) if number[0].isdigit() else ("article", (_roman(number),))
+    return keyword, (_dotted(number)[0] if number[0].isdigit() else _roman(number),)
+
+
+def _letter_numbering(match: re.Match[str]) -> tuple[str, tuple[int, ...]] | None:
     if match.group("capital"):  # "A." ranks apart from "(A)": the two may nest
         return "letter", (ord(match.group("capital")) - ord("A") + 1, 3)
     if match.group("small"):  # "a." apart from "(a)" too
@@ -229,7 +293,7 @@ def _numbering(match: re.Match[str]) -> tuple[str, tuple[int, ...]]:
         letter = match.group("letter")
         # Upper and lower case count apart: "(A)" items may sit under "(a)" or beside them.
         return "letter", (ord(letter.lower()) - ord("a") + 1, 2 if letter.isupper() else 1)
-    return "number", _dotted(match.group("multi") or match.group("one"))
+    return None
 
 
 def _dotted(number: str) -> tuple[int, ...]:
@@ -253,6 +317,22 @@ def _numbered_title(
     ``number`` ("2" of "2. SUPPLY 2.1 Purchase"): the title ends where a clause numbered under it
     begins, which is a heading of its own, never part of this title."""
     quoted = text[start : start + 1] in ('"', "\u201c")
+    line = _title_line(text, start, number)
+    if line_start and not quoted:
+        whole = _whole_line_title(text, start, line)
+        if whole is not None:
+            return whole
+    return _short_title(text, start, keyword=keyword, quoted=quoted, subclause=line.subclause)
+
+
+@dataclass(frozen=True)
+class _TitleLine:
+    end: int  # where the line ends, or the end of the scan
+    subclause: int | None  # where a clause numbered under the title begins on it
+    complete: bool  # the scan saw the line's end (or the text's)
+
+
+def _title_line(text: str, start: int, number: str) -> _TitleLine:
     # The whole line is read only up to _TITLE_LINE_SCAN characters: a title holds 100 at most,
     # and reading to the end of every line made a long single-line text quadratic (a 3 MB line
     # with 3,000 numbers: 145 s; now well under a second).
@@ -260,15 +340,25 @@ def _numbered_title(
     line_end = _LINE_END.search(text, start, scan_end)
     end_of_line = line_end.start() if line_end else scan_end
     subclause = _subclause_start(text, start, end_of_line, number)
-    if line_start and not quoted and (subclause is not None or line_end or scan_end == len(text)):
-        title_stop = end_of_line if subclause is None else subclause
-        whole_line = " ".join(re.sub(r"[*_`#]+|\\$", " ", text[start:title_stop]).split())
-        if is_titleish(whole_line, max_words=12, min_ratio=0.8):
-            return clean_title(whole_line), title_stop  # "1. **Case Filing: March 15, 2023**"
-    stop = _TITLE_STOP.search(text, start, min(len(text), start + 120))
-    end = stop.start() if stop else min(len(text), start + 120)
-    if subclause is not None and subclause <= end:
-        end, stop = subclause, None  # the title ends right before its first subclause
+    return _TitleLine(end_of_line, subclause, line_end is not None or scan_end == len(text))
+
+
+def _whole_line_title(text: str, start: int, line: _TitleLine) -> tuple[str, int] | None:
+    """ "1. **Case Filing: March 15, 2023**": the rest of the line, when it reads as a title."""
+    if line.subclause is None and not line.complete:
+        return None
+    title_stop = line.end if line.subclause is None else line.subclause
+    whole_line = " ".join(re.sub(r"[*_`#]+|\\$", " ", text[start:title_stop]).split())
+    if is_titleish(whole_line, max_words=12, min_ratio=0.8):
+        return clean_title(whole_line), title_stop
+    return None
+
+
+def _short_title(
+    text: str, start: int, *, keyword: bool, quoted: bool, subclause: int | None
+) -> tuple[str, int]:
+    """A title that stops at its period or where the clause's sentence begins."""
+    end, stopped = _title_span(text, start, subclause)
     body = _body_start(text, start, end)
     candidate = text[start:body].strip().strip("*_[]").strip()
     candidate = re.sub(r"(\s+\d+(\.\d+)*\.?)+$", "", candidate)  # "Procedures 9.1": the next clause
@@ -277,16 +367,33 @@ def _numbered_title(
     if quoted or not candidate or candidate.split()[0] in _NOT_TITLE_OPENERS:
         return "", start  # '2.1 "Product" means ...', '3.1 Subject to ...': a clause, not a title
     if not is_titleish(candidate, max_words=12):
-        if stop is not None and body >= end and _sentence_case_title(text, candidate, end):
-            return clean_title(candidate), end + 1  # "1. Production days. Up to four ..."
-        # "17. REGULATORY MATTERS Until execution of ...": a capitalised title before the clause.
-        caps = _CAPITALS_TITLE.match(text, start)
-        if caps and is_titleish(caps.group().strip(), max_words=12):
-            return clean_title(caps.group()), start + len(caps.group().rstrip())
-        return "", start
-    if body < end or not stop:
+        return _title_before_sentence(text, start, candidate, end=end, body=body, stopped=stopped)
+    if body < end or not stopped:
         return clean_title(candidate), body
     return clean_title(candidate), end + (1 if text[end] in ".:" else 0)
+
+
+def _title_span(text: str, start: int, subclause: int | None) -> tuple[int, bool]:
+    """Where the title may end, and whether a stop (a period, a colon) ends it there."""
+    limit = min(len(text), start + 120)
+    stop = _TITLE_STOP.search(text, start, limit)
+    end = stop.start() if stop else limit
+    if subclause is not None and subclause <= end:
+        return subclause, False  # the title ends right before its first subclause
+    return end, stop is not None
+
+
+def _title_before_sentence(
+    text: str, start: int, candidate: str, *, end: int, body: int, stopped: bool
+) -> tuple[str, int]:
+    """A title that does not read as one by its words alone, or ""."""
+    if stopped and body >= end and _sentence_case_title(text, candidate, end):
+        return clean_title(candidate), end + 1  # "1. Production days. Up to four ..."
+    # "17. REGULATORY MATTERS Until execution of ...": a capitalised title before the clause.
+    caps = _CAPITALS_TITLE.match(text, start)
+    if caps and is_titleish(caps.group().strip(), max_words=12):
+        return clean_title(caps.group()), start + len(caps.group().rstrip())
+    return "", start
 
 
 def _sentence_case_title(text: str, candidate: str, end: int) -> bool:
@@ -312,33 +419,38 @@ def _body_start(text: str, start: int, end: int) -> int:
     for index in range(1, len(words) - 1):
         if start + words[index].start() >= end:
             break
-        word, following = words[index].group(), words[index + 1].group()
-        starts_sentence = (
-            word in _SENTENCE_STARTERS
-            and following[0].islower()
-            # "Disputes Subject to Arbitration. Any ...": the opener is inside a title that runs
-            # on in capitals to the title's period, not the start of the clause's sentence.
-            and not (
-                end < len(text)
-                and text[end] in ".:"
-                and _title_runs_on(text, start + words[index].start(), end)
-            )
-        )
-        subject_and_verb = word[0].isupper() and following.lower() in _CLAUSE_VERBS
-        if starts_sentence or subject_and_verb:
-            cut = index
-            # Take the whole subject along: "The Licensee shall", "ELEPHANT TALK wishes".
-            while (
-                subject_and_verb
-                and cut > 0
-                and words[index].group().isupper()
-                and words[cut - 1].group().isupper()
-            ):
-                cut -= 1
-            if subject_and_verb and cut > 0 and words[cut - 1].group() in _SENTENCE_STARTERS:
-                cut -= 1
+        cut = _clause_opening(text, words, index, start=start, end=end)
+        if cut is not None:
             return start + words[cut].start()
     return end
+
+
+def _clause_opening(text: str, words: list[re.Match[str]], index: int, *, start: int, end: int) -> int | None:
+    """The word the clause's sentence starts at, if word ``index`` opens it."""
+    word, following = words[index].group(), words[index + 1].group()
+    if word[0].isupper() and following.lower() in _CLAUSE_VERBS:
+        return _subject_start(words, index)
+    if _starts_sentence(text, word, following, start + words[index].start(), end):
+        return index
+    return None
+
+
+def _starts_sentence(text: str, word: str, following: str, position: int, end: int) -> bool:
+    if word not in _SENTENCE_STARTERS or not following[0].islower():
+        return False
+    # "Disputes Subject to Arbitration. Any ...": the opener is inside a title that runs on in
+    # capitals to the title's period, not the start of the clause's sentence.
+    return not (end < len(text) and text[end] in ".:" and _title_runs_on(text, position, end))
+
+
+def _subject_start(words: list[re.Match[str]], index: int) -> int:
+    """Take the whole subject along: "The Licensee shall", "ELEPHANT TALK wishes"."""
+    cut = index
+    while cut > 0 and words[index].group().isupper() and words[cut - 1].group().isupper():
+        cut -= 1
+    if cut > 0 and words[cut - 1].group() in _SENTENCE_STARTERS:
+        cut -= 1
+    return cut
 
 
 def _title_runs_on(text: str, start: int, end: int) -> bool:
@@ -372,19 +484,35 @@ def validated_numbering(
     bounds = [0, *sorted(restarts), len(text) + 1]
     kept: list[Heading] = []
     for low, high in itertools.pairwise(bounds):
-        part = [c for c in candidates if low <= c.start < high]
-        letter_runs = _lettered_runs([c for c in part if c.family == "letter"])
-        coded = sorted({c.family for c in part if c.family.startswith(_CODED_FAMILY)})
-        for family in ("part", "chapter", "article", "roman", "number", *coded):
-            members = drop_tables_of_contents([c for c in part if c.family == family])
-            chain = _best_chain(members)
-            if family == "number":
-                chain, nested = _numbers_under_letters(members, chain, letter_runs)
-                kept += nested
-            if len(chain) >= 2:
-                kept += chain
-        kept += sorted((member for run in letter_runs for member in run if member.title), key=_start)
+        kept += _part_numbering([c for c in candidates if low <= c.start < high])
     return kept
+
+
+def _part_numbering(part: list[Heading]) -> list[Heading]:
+    """The validated numbering of one part of the document, family by family."""
+    letter_runs = _lettered_runs([c for c in part if c.family == "letter"])
+    coded = sorted({c.family for c in part if c.family.startswith(_CODED_FAMILY)})
+    kept: list[Heading] = []
+    for family in ("part", "chapter", "article", "roman", "number", *coded):
+        kept += _family_numbering([c for c in part if c.family == family], family, letter_runs)
+    return kept + _titled_letters(letter_runs)
+
+
+def _titled_letters(letter_runs: list[list[Heading]]) -> list[Heading]:
+    return sorted((member for run in letter_runs for member in run if member.title), key=_start)
+
+
+def _family_numbering(
+    candidates: list[Heading], family: str, letter_runs: list[list[Heading]]
+) -> list[Heading]:
+    """The headings of one numbering family: its best chain (of two or more), and for arabic
+    numbers the runs that start again under a letter."""
+    members = drop_tables_of_contents(candidates)
+    chain = _best_chain(members)
+    nested: list[Heading] = []
+    if family == "number":
+        chain, nested = _numbers_under_letters(members, chain, letter_runs)
+    return nested + chain if len(chain) >= 2 else nested
 
 
 def _start(heading: Heading) -> int:
@@ -405,25 +533,43 @@ def _numbers_under_letters(
     if not letter_runs:
         return chain, []
     single = [member for member in members if len(member.path) == 1]  # in document order
+    inner = _inner_top_numbers(chain, single, letter_runs)
+    if inner:
+        chain = _best_chain([member for member in members if id(member) not in inner])
+    letters = [member for run in letter_runs for member in run]
+    return chain, _nested_numbers(chain, _off_the_chain(single, chain), letters)
+
+
+def _off_the_chain(numbers: list[Heading], chain: list[Heading]) -> list[Heading]:
+    in_chain = {id(member) for member in chain}
+    return [number for number in numbers if id(number) not in in_chain]
+
+
+def _inner_top_numbers(
+    chain: list[Heading], single: list[Heading], letter_runs: list[list[Heading]]
+) -> set[int]:
+    """The ids of the top chain's numbers that stand between two letters of one run."""
     inner: set[int] = set()
     top = [c for c in chain if len(c.path) == 1]
     top_starts = [c.start for c in top]
     ones = [m.start for m in single if m.path == (1,)]
-    for run in letter_runs:
-        for before, after in itertools.pairwise(run):
-            low = bisect.bisect_right(top_starts, before.start)
-            between = top[low : bisect.bisect_left(top_starts, after.start)]
-            # An inner "1." between the letter and the first of those numbers opens their run.
-            if between and bisect.bisect_right(ones, before.start) < bisect.bisect_left(
-                ones, between[0].start
-            ):
-                inner.update(id(c) for c in between)
-    if inner:
-        chain = _best_chain([member for member in members if id(member) not in inner])
-    in_chain = {id(member) for member in chain}
-    free = [m for m in single if id(m) not in in_chain]
+    for before, after in itertools.chain.from_iterable(map(itertools.pairwise, letter_runs)):
+        between = top[
+            bisect.bisect_right(top_starts, before.start) : bisect.bisect_left(top_starts, after.start)
+        ]
+        if between and _one_between(ones, before.start, between[0].start):
+            inner.update(map(id, between))
+    return inner
+
+
+def _one_between(ones: list[int], low: int, high: int) -> bool:
+    """An inner "1." between the letter and the first of those numbers opens their run."""
+    return bisect.bisect_right(ones, low) < bisect.bisect_left(ones, high)
+
+
+def _nested_numbers(chain: list[Heading], free: list[Heading], letters: list[Heading]) -> list[Heading]:
+    """The runs from "1." among the ``free`` numbers inside each letter's span, ranked under it."""
     free_starts = [m.start for m in free]
-    letters = [member for run in letter_runs for member in run]
     # Where each letter's span may end, per rank: the next top number, or the next letter of its
     # rank or above ("(A)" items inside "A. Cash Payment" do not end it). Sorted once, searched
     # per letter: a long document has thousands of letters.
@@ -438,13 +584,19 @@ def _numbers_under_letters(
         end = ends[following] if following < len(ends) else None
         first = bisect.bisect_right(free_starts, letter.start)
         last = len(free) if end is None else bisect.bisect_left(free_starts, end)
-        counted = _counted_from_one(free[first:last])
-        if len(counted) >= 2:
-            for member in counted:
-                if member.title:
-                    member.rank = letter.rank + _NESTED_STEP
-                    nested.append(member)
-    return chain, nested
+        nested += _ranked_under(letter, free[first:last])
+    return nested
+
+
+def _ranked_under(letter: Heading, free: list[Heading]) -> list[Heading]:
+    """The titled members of the run from "1." in ``free``, one level under ``letter``."""
+    counted = _counted_from_one(free)
+    if len(counted) < 2:
+        return []
+    titled = [member for member in counted if member.title]
+    for member in titled:
+        member.rank = letter.rank + _NESTED_STEP
+    return titled
 
 
 def _counted_from_one(candidates: list[Heading]) -> list[Heading]:
@@ -538,27 +690,7 @@ def _best_chain(candidates: list[Heading]) -> list[Heading]:
     "4.2" or "4.1" (one missed), "3.2" may follow "3" (3.1 missed), "3" may follow "2.9".
     Indexing chains by number prefix keeps this linear in the number of candidates.
     """
-    scores: list[float] = []
-    previous: list[int] = []
-    best_exact: dict[tuple[int, ...], int] = {}
-    best_prefix: dict[tuple[int, ...], int] = {}
-    for index, candidate in enumerate(candidates):
-        path = candidate.path
-        weight = 1.0 + (candidate.title != "") + 0.5 * candidate.line_start + candidate.has_body
-        score, back = weight - (0.0 if set(path) == {1} else 1.5), -1
-        for option, penalty in _predecessors(path):
-            table = best_exact if option[0] == "exact" else best_prefix
-            found = table.get(option[1])
-            if found is not None and scores[found] + weight - penalty > score:
-                score, back = scores[found] + weight - penalty, found
-        scores.append(score)
-        previous.append(back)
-        if path not in best_exact or scores[best_exact[path]] < score:
-            best_exact[path] = index
-        for length in range(1, len(path) + 1):
-            prefix = path[:length]
-            if prefix not in best_prefix or scores[best_prefix[prefix]] < score:
-                best_prefix[prefix] = index
+    scores, previous = _chain_scores(candidates)
     if not scores:
         return []
     cursor = max(range(len(scores)), key=scores.__getitem__)
@@ -567,6 +699,49 @@ def _best_chain(candidates: list[Heading]) -> list[Heading]:
         chain.append(candidates[cursor])
         cursor = previous[cursor]
     return chain[::-1]
+
+
+def _chain_scores(candidates: list[Heading]) -> tuple[list[float], list[int]]:
+    """Each candidate's best chain score ending at it, and the candidate before it there (-1)."""
+    scores: list[float] = []
+    previous: list[int] = []
+    best_exact: dict[tuple[int, ...], int] = {}
+    best_prefix: dict[tuple[int, ...], int] = {}
+    for index, candidate in enumerate(candidates):
+        score, back = _best_link(candidate, scores, best_exact, best_prefix)
+        scores.append(score)
+        previous.append(back)
+        path = candidate.path
+        _remember(best_exact, path, index, scores)
+        for length in range(1, len(path) + 1):
+            _remember(best_prefix, path[:length], index, scores)
+    return scores, previous
+
+
+def _best_link(
+    candidate: Heading,
+    scores: list[float],
+    best_exact: dict[tuple[int, ...], int],
+    best_prefix: dict[tuple[int, ...], int],
+) -> tuple[float, int]:
+    """The best score of a chain ending at ``candidate``, and the chain end it follows (-1)."""
+    path = candidate.path
+    weight = 1.0 + (candidate.title != "") + 0.5 * candidate.line_start + candidate.has_body
+    score, back = weight - (0.0 if set(path) == {1} else 1.5), -1
+    for option, penalty in _predecessors(path):
+        table = best_exact if option[0] == "exact" else best_prefix
+        found = table.get(option[1])
+        if found is not None and scores[found] + weight - penalty > score:
+            score, back = scores[found] + weight - penalty, found
+    return score, back
+
+
+def _remember(
+    table: dict[tuple[int, ...], int], key: tuple[int, ...], index: int, scores: list[float]
+) -> None:
+    """Keep in ``table`` the best-scoring chain end under ``key``."""
+    if key not in table or scores[table[key]] < scores[index]:
+        table[key] = index
 
 
 def _predecessors(path: tuple[int, ...]) -> list[tuple[tuple[str, tuple[int, ...]], float]]:

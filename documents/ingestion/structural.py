@@ -147,6 +147,17 @@ def _empty_tree(text: str) -> TreeNode:
 # The tree
 
 
+def _has_a_peer(root: _Outline, child: _Outline) -> bool:
+    """Another heading of ``child``'s rank stands beside it under ``root``."""
+    return any(
+        other is not child
+        and other.heading is not None
+        and child.heading is not None
+        and other.heading.rank == child.heading.rank
+        for other in root.children
+    )
+
+
 class StructuralTreeBuilder:
     """Turns units and their vectors into the tree: the headings' outline, leaves cut within it,
     groups where there is no structure; ``NodeTexts`` reads its text, units and vectors."""
@@ -211,13 +222,7 @@ class StructuralTreeBuilder:
                 for child in root.children
                 if len(child.children) >= 2
                 and self._tokens(child.first, child.last) >= 0.6 * total
-                and not any(
-                    other is not child
-                    and other.heading is not None
-                    and child.heading is not None
-                    and other.heading.rank == child.heading.rank
-                    for other in root.children
-                )
+                and not _has_a_peer(root, child)
             ]
             if not wrappers:
                 return

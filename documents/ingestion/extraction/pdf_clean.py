@@ -165,10 +165,7 @@ def _drop_running_lines(pages: Sequence[PdfPage]) -> list[list[TextLine]]:
     recurs at the top (bottom) of many pages (numbers aside), is dropped, and so is the next one
     in, until a line that is neither."""
     zones = [_zones(page) for page in pages]
-    counts: Counter[tuple[str, str]] = Counter()
-    for page, (top, bottom) in zip(pages, zones, strict=True):
-        counts.update({("top", _key(page.lines[index].text)) for index in top})
-        counts.update({("bottom", _key(page.lines[index].text)) for index in bottom})
+    counts = _edge_counts(pages, zones)
     # Recurring on a fifth of the pages (3 at least; 2 in a short document, 8 always enough): a
     # line repeated by chance at a page's edge ("A minimum of:" atop 5 of 35 exhibits) is rarer.
     threshold = 2 if len(pages) <= 6 else max(3, min(8, math.ceil(0.2 * len(pages))))
@@ -176,14 +173,40 @@ def _drop_running_lines(pages: Sequence[PdfPage]) -> list[list[TextLine]]:
     for page, (top, bottom) in zip(pages, zones, strict=True):
         drop: set[int] = set()
         for zone, indexes in (("top", top), ("bottom", bottom)):
-            for index in indexes:
-                text = page.lines[index].text
-                repeated = len(pages) > 1 and counts[zone, _key(text)] >= threshold
-                if not (repeated or _PAGE_NUMBER.match(text.strip())):
-                    break
-                drop.add(index)
+            drop.update(_peeled(page, zone, indexes, counts, threshold=threshold, several=len(pages) > 1))
         kept.append([line for index, line in enumerate(page.lines) if index not in drop])
     return kept
+
+
+def _edge_counts(
+    pages: Sequence[PdfPage], zones: list[tuple[list[int], list[int]]]
+) -> Counter[tuple[str, str]]:
+    """On how many pages each line (numbers aside) stands at the top, and at the bottom."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for page, (top, bottom) in zip(pages, zones, strict=True):
+        counts.update({("top", _key(page.lines[index].text)) for index in top})
+        counts.update({("bottom", _key(page.lines[index].text)) for index in bottom})
+    return counts
+
+
+def _peeled(
+    page: PdfPage,
+    zone: str,
+    indexes: list[int],
+    counts: Counter[tuple[str, str]],
+    *,
+    threshold: int,
+    several: bool,
+) -> list[int]:
+    """The lines of one edge, outermost first, that are page numbers or running lines."""
+    peeled: list[int] = []
+    for index in indexes:
+        text = page.lines[index].text
+        repeated = several and counts[zone, _key(text)] >= threshold
+        if not (repeated or _PAGE_NUMBER.match(text.strip())):
+            break
+        peeled.append(index)
+    return peeled
 
 
 # -- paragraphs
@@ -218,38 +241,41 @@ def _mark_outline(per_page: list[list[Line]], outline: Sequence[PdfBookmark]) ->
     """Each bookmark titles the line it names on its page (nearest to where it points); one that
     names no line there is written as a heading line of its own where it points."""
     for entry in outline:
-        if entry.page_index >= len(per_page):
-            continue
-        lines = per_page[entry.page_index]
-        title = _norm(entry.title)
-        level = min(6, entry.level + 1)
-        matches = [
-            index
-            for index, line in enumerate(lines)
-            if not line.heading_level
-            and title
-            and (
-                _norm(line.text).startswith(title)
-                or (len(_norm(line.text)) > 3 and title.startswith(_norm(line.text)))
-            )
-        ]
-        if matches:
-            index = min(
-                matches, key=lambda i: abs(lines[i].source.top - entry.y) if entry.y is not None else i
-            )
-            _set_heading(lines, index, level, "outline", title)
-            continue
-        position = len(lines)
-        for index, line in enumerate(lines):
-            if entry.y is None or line.source.top <= entry.y + 2:
-                position = index
-                break
-        anchor = lines[position].source if position < len(lines) else lines[-1].source if lines else None
-        if anchor is None:
-            continue
-        lines.insert(position, Line(entry.title, entry.page_index + 1, anchor, level, "outline", True))
-        if position + 1 < len(lines):
-            lines[position + 1].new_paragraph = True
+        if entry.page_index < len(per_page):
+            _mark_bookmark(per_page[entry.page_index], entry)
+
+
+def _mark_bookmark(lines: list[Line], entry: PdfBookmark) -> None:
+    title = _norm(entry.title)
+    level = min(6, entry.level + 1)
+    matches = [index for index, line in enumerate(lines) if _names_line(title, line)]
+    if matches:
+        index = min(matches, key=lambda i: abs(lines[i].source.top - entry.y) if entry.y is not None else i)
+        _set_heading(lines, index, level, "outline", title)
+        return
+    position = _bookmark_position(lines, entry.y)
+    anchor = lines[position].source if position < len(lines) else lines[-1].source if lines else None
+    if anchor is None:
+        return
+    lines.insert(position, Line(entry.title, entry.page_index + 1, anchor, level, "outline", True))
+    if position + 1 < len(lines):
+        lines[position + 1].new_paragraph = True
+
+
+def _names_line(title: str, line: Line) -> bool:
+    """The bookmark's (normalised) title opens the line, or the line opens the title (wrapped)."""
+    if line.heading_level or not title:
+        return False
+    text = _norm(line.text)
+    return text.startswith(title) or (len(text) > 3 and title.startswith(text))
+
+
+def _bookmark_position(lines: list[Line], y: float | None) -> int:
+    """The first line at or below where the bookmark points (the page's top when it says not)."""
+    for index, line in enumerate(lines):
+        if y is None or line.source.top <= y + 2:
+            return index
+    return len(lines)
 
 
 def _set_heading(lines: list[Line], index: int, level: int, source: str, title: str = "") -> None:
@@ -282,59 +308,95 @@ def _is_heading_like(line: Line) -> bool:
 def _mark_font_headings(per_page: list[list[Line]]) -> None:
     """Lines in a larger font than the body, by size (up to three levels), then whole bold lines
     that stand as a paragraph of their own, one level below."""
-    sizes: Counter[float] = Counter()
-    for lines in per_page:
-        for line in lines:
-            sizes[round(line.source.size * 2) / 2] += line.source.chars
+    sizes = _ink_by_size(per_page)
     if not sizes:
         return
     body = sizes.most_common(1)[0][0]
+    levels = _larger_font_levels(per_page, body)
+    for lines in per_page:
+        index = 0
+        while index < len(lines):
+            level = _font_heading_level(lines, index, levels, body)
+            if level:
+                _mark_font_heading(lines, index, level)
+            index += 1
+
+
+def _half_point(line: Line) -> float:
+    return round(line.source.size * 2) / 2
+
+
+def _following(lines: list[Line], index: int) -> Line | None:
+    return lines[index + 1] if index + 1 < len(lines) else None
+
+
+def _ink_by_size(per_page: list[list[Line]]) -> Counter[float]:
+    """How many characters are set in each font size (to the half point)."""
+    sizes: Counter[float] = Counter()
+    for lines in per_page:
+        for line in lines:
+            sizes[_half_point(line)] += line.source.chars
+    return sizes
+
+
+def _larger_font_levels(per_page: list[list[Line]], body: float) -> dict[float, int]:
+    """The heading level of each font size larger than the body's, largest first (1)."""
     larger = sorted(
         {
-            round(line.source.size * 2) / 2
+            _half_point(line)
             for lines in per_page
             for line in lines
             if line.source.size >= _LARGER * body and _is_heading_like(line)
         },
         reverse=True,
     )[:_MAX_FONT_LEVELS]
-    levels = {size: rank + 1 for rank, size in enumerate(larger)}
-    bold_level = len(levels) + 1
-    for lines in per_page:
-        index = 0
-        while index < len(lines):
-            line = lines[index]
-            size = round(line.source.size * 2) / 2
-            following = lines[index + 1] if index + 1 < len(lines) else None
-            level = 0
-            if size in levels and _is_heading_like(line):
-                level = levels[size]
-            elif (
-                line.source.bold
-                and line.new_paragraph
-                and _is_heading_like(line)
-                and len(line.text.split()) <= 12
-                and (following is None or following.new_paragraph or not following.source.bold)
-                and abs(size - body) < 1.0
-            ):
-                level = bold_level
-            if level:
-                # A title wrapped over two lines of the same font is one heading; so is a number
-                # on a line of its own and the title under it.
-                while (
-                    following is not None
-                    and (not following.new_paragraph or _LABEL_ONLY.fullmatch(line.text.strip()))
-                    and round(following.source.size * 2) / 2 == size
-                    and following.source.bold == line.source.bold
-                    and _is_heading_like(following)
-                    and len(line.text.split()) + len(following.text.split()) <= _MAX_HEADING_WORDS
-                ):
-                    line.text = f"{line.text} {lines.pop(index + 1).text}"
-                    following = lines[index + 1] if index + 1 < len(lines) else None
-                line.heading_level, line.heading_source, line.new_paragraph = level, "font", True
-                if following is not None:
-                    following.new_paragraph = True
-            index += 1
+    return {size: rank + 1 for rank, size in enumerate(larger)}
+
+
+def _font_heading_level(lines: list[Line], index: int, levels: dict[float, int], body: float) -> int:
+    """Line ``index``'s heading level by its font, or 0: bold lines come one below the sizes."""
+    line = lines[index]
+    size = _half_point(line)
+    if size in levels and _is_heading_like(line):
+        return levels[size]
+    if _stands_as_bold_heading(line, _following(lines, index), size=size, body=body):
+        return len(levels) + 1
+    return 0
+
+
+def _stands_as_bold_heading(line: Line, following: Line | None, *, size: float, body: float) -> bool:
+    """A whole bold line in the body's size, a paragraph of its own."""
+    return (
+        line.source.bold
+        and line.new_paragraph
+        and _is_heading_like(line)
+        and len(line.text.split()) <= 12
+        and (following is None or following.new_paragraph or not following.source.bold)
+        and abs(size - body) < 1.0
+    )
+
+
+def _mark_font_heading(lines: list[Line], index: int, level: int) -> None:
+    line = lines[index]
+    following = _following(lines, index)
+    # A title wrapped over two lines of the same font is one heading; so is a number on a line
+    # of its own and the title under it.
+    while following is not None and _continues_the_title(line, following):
+        line.text = f"{line.text} {lines.pop(index + 1).text}"
+        following = _following(lines, index)
+    line.heading_level, line.heading_source, line.new_paragraph = level, "font", True
+    if following is not None:
+        following.new_paragraph = True
+
+
+def _continues_the_title(line: Line, following: Line) -> bool:
+    return bool(
+        (not following.new_paragraph or _LABEL_ONLY.fullmatch(line.text.strip()))
+        and _half_point(following) == _half_point(line)
+        and following.source.bold == line.source.bold
+        and _is_heading_like(following)
+        and len(line.text.split()) + len(following.text.split()) <= _MAX_HEADING_WORDS
+    )
 
 
 # -- hyphenation and page joins
@@ -350,28 +412,41 @@ def _join_hyphenated(lines: list[Line]) -> list[Line]:
     joined: list[Line] = []
     for line in lines:
         previous = joined[-1] if joined else None
-        if previous is not None and line.page != previous.page and not line.heading_level:
-            last = previous.text.rstrip()
-            short = len(last.split()) <= _SHORT_LAST_LINE_WORDS and not last.endswith(("-", ","))
-            line.new_paragraph = (
-                previous.heading_level > 0 or short or last.endswith((".", ":", "!", "?", '."', ';"'))
-            )
-        if (
-            previous is not None
-            and not previous.heading_level
-            and not line.heading_level
-            and ((line.page == previous.page and not line.new_paragraph) or line.page != previous.page)
-            and re.search(r"[^\W\d_]-$", previous.text)
-            and line.text[:1].islower()
-        ):
-            head = re.search(r"([^\W\d_]+)-$", previous.text)
-            tail = re.match(r"[^\W\d_]+", line.text)
-            first, second = (head.group(1) if head else ""), (tail.group(0) if tail else "")
-            keep = words[f"{first}-{second}".lower()] > 0 or (
-                words[f"{first}{second}".lower()] == 0
-                and (first.lower() in _COMPOUND_PREFIXES or first[:1].isupper())
-            )
-            previous.text = previous.text[:-1] + ("-" if keep else "") + line.text
+        if previous is None:
+            joined.append(line)
+            continue
+        if line.page != previous.page and not line.heading_level:
+            line.new_paragraph = _paragraph_was_over(previous)
+        if _continues_the_word(previous, line):
+            previous.text = _hyphen_joined(previous.text, line.text, words)
             continue
         joined.append(line)
     return joined
+
+
+def _paragraph_was_over(previous: Line) -> bool:
+    """The last page's last line ended its paragraph: a heading, a short line, a sentence's end."""
+    last = previous.text.rstrip()
+    short = len(last.split()) <= _SHORT_LAST_LINE_WORDS and not last.endswith(("-", ","))
+    return previous.heading_level > 0 or short or last.endswith((".", ":", "!", "?", '."', ';"'))
+
+
+def _continues_the_word(previous: Line, line: Line) -> bool:
+    """``previous`` ends in a hyphen after a letter and ``line`` goes on in lower case, in the
+    same paragraph (or over a page break)."""
+    if previous.heading_level or line.heading_level:
+        return False
+    if line.page == previous.page and line.new_paragraph:
+        return False
+    return bool(re.search(r"[^\W\d_]-$", previous.text)) and line.text[:1].islower()
+
+
+def _hyphen_joined(previous_text: str, text: str, words: Counter[str]) -> str:
+    head = re.search(r"([^\W\d_]+)-$", previous_text)
+    tail = re.match(r"[^\W\d_]+", text)
+    first, second = (head.group(1) if head else ""), (tail.group(0) if tail else "")
+    keep = words[f"{first}-{second}".lower()] > 0 or (
+        words[f"{first}{second}".lower()] == 0
+        and (first.lower() in _COMPOUND_PREFIXES or first[:1].isupper())
+    )
+    return previous_text[:-1] + ("-" if keep else "") + text

@@ -94,22 +94,11 @@ def _group_lines(segments: Sequence[Segment]) -> list[list[Segment]]:
 
 
 def _join(segments: list[Segment]) -> TextLine:
-    parts: list[str] = []
-    previous: Segment | None = None
-    for segment in segments:
-        if previous is not None:
-            gap = segment.x0 - previous.x1
-            # Pieces that touch are one word drawn in two pieces (a change of font mid-word).
-            touching = gap < 0.15 * max(previous.size, segment.size, 1.0)
-            if not touching and not parts[-1].endswith(" ") and not segment.text.startswith(" "):
-                parts.append(" ")
-        parts.append(segment.text)
-        previous = segment
     sized = [segment for segment in segments if segment.chars] or segments
     ink = sum(segment.chars for segment in segments)
     size = max(sized, key=lambda segment: segment.chars).size
     return TextLine(
-        text="".join(parts).strip(),
+        text=_joined_text(segments),
         x0=min(segment.x0 for segment in segments),
         x1=max(segment.x1 for segment in segments),
         bottom=min(segment.bottom for segment in segments),
@@ -119,6 +108,23 @@ def _join(segments: list[Segment]) -> TextLine:
         chars=ink,
         segments=segments,
     )
+
+
+def _joined_text(segments: list[Segment]) -> str:
+    parts: list[str] = []
+    previous: Segment | None = None
+    for segment in segments:
+        if previous is not None and _needs_space(previous, segment, parts[-1]):
+            parts.append(" ")
+        parts.append(segment.text)
+        previous = segment
+    return "".join(parts).strip()
+
+
+def _needs_space(previous: Segment, segment: Segment, written: str) -> bool:
+    # Pieces that touch are one word drawn in two pieces (a change of font mid-word).
+    touching = segment.x0 - previous.x1 < 0.15 * max(previous.size, segment.size, 1.0)
+    return not touching and not written.endswith(" ") and not segment.text.startswith(" ")
 
 
 def _find_gutter(lines: list[list[Segment]]) -> tuple[float, float] | None:
@@ -131,14 +137,22 @@ def _find_gutter(lines: list[list[Segment]]) -> tuple[float, float] | None:
     width = right_edge - left_edge
     if width < 4 * _MIN_GUTTER:
         return None
-    # How many segments cover each point of the width (a difference array, one bin a point).
-    bins = int(width) + 2
-    coverage = [0] * (bins + 1)
-    for segment in segments:
-        coverage[max(0, int(segment.x0 - left_edge))] += 1
-        coverage[min(bins, int(segment.x1 - left_edge) + 1)] -= 1
-    running = 0
     tolerance = max(1, len(lines) // 20)  # a few full-width lines (title, footer) may cross it
+    best = _widest_free_strip(segments, left_edge, width, tolerance=tolerance)
+    if best is None or best[1] - best[0] < _MIN_GUTTER:
+        return None
+    gutter = (left_edge + best[0], left_edge + best[1])
+    return gutter if _splits_columns(lines, segments, gutter) else None
+
+
+def _widest_free_strip(
+    segments: list[Segment], left_edge: float, width: float, *, tolerance: int
+) -> tuple[int, int] | None:
+    """The widest run of points, in the middle reach of the width, that at most ``tolerance``
+    segments cover (offsets from ``left_edge``)."""
+    bins = int(width) + 2
+    coverage = _coverage_steps(segments, left_edge, bins)
+    running = 0
     low, high = int(width * _GUTTER_REACH[0]), int(width * _GUTTER_REACH[1])
     best: tuple[int, int] | None = None
     start = None
@@ -148,27 +162,51 @@ def _find_gutter(lines: list[list[Segment]]) -> tuple[float, float] | None:
         if free and start is None:
             start = point
         if (not free or point == high) and start is not None:
-            if best is None or point - start > best[1] - best[0]:
-                best = (start, point)
+            best = _wider(best, (start, point))
             start = None
-    if best is None or best[1] - best[0] < _MIN_GUTTER:
-        return None
-    gutter = (left_edge + best[0], left_edge + best[1])
+    return best
+
+
+def _coverage_steps(segments: list[Segment], left_edge: float, bins: int) -> list[int]:
+    """How many segments cover each point of the width, as a difference array (one bin a point)."""
+    coverage = [0] * (bins + 1)
+    for segment in segments:
+        coverage[max(0, int(segment.x0 - left_edge))] += 1
+        coverage[min(bins, int(segment.x1 - left_edge) + 1)] -= 1
+    return coverage
+
+
+def _wider(best: tuple[int, int] | None, strip: tuple[int, int]) -> tuple[int, int]:
+    """``strip`` if it is wider than ``best`` (the first of two as wide stays)."""
+    if best is None or strip[1] - strip[0] > best[1] - best[0]:
+        return strip
+    return best
+
+
+def _splits_columns(lines: list[list[Segment]], segments: list[Segment], gutter: tuple[float, float]) -> bool:
+    """Prose on both sides of ``gutter``, side by side: two columns, not a table."""
     left = [s for s in segments if s.x1 <= gutter[0] + 1]
     right = [s for s in segments if s.x0 >= gutter[1] - 1]
+    if _shorter_column_lines(lines, gutter) < _MIN_COLUMN_LINES:
+        return False
+    if min(_median_words(left), _median_words(right)) < _MIN_COLUMN_WORDS:
+        return False  # short cells on both sides: a table, read row by row
+    return _side_by_side(left, right)
+
+
+def _shorter_column_lines(lines: list[list[Segment]], gutter: tuple[float, float]) -> int:
+    """How many lines reach into the column with fewer of them."""
     left_lines = sum(1 for line in lines if any(s.x1 <= gutter[0] + 1 for s in line))
     right_lines = sum(1 for line in lines if any(s.x0 >= gutter[1] - 1 for s in line))
-    if min(left_lines, right_lines) < _MIN_COLUMN_LINES:
-        return None
-    if min(_median_words(left), _median_words(right)) < _MIN_COLUMN_WORDS:
-        return None  # short cells on both sides: a table, read row by row
-    # Side by side, not one above the other.
+    return min(left_lines, right_lines)
+
+
+def _side_by_side(left: list[Segment], right: list[Segment]) -> bool:
+    """Side by side, not one above the other."""
     overlap = min(max(s.top for s in left), max(s.top for s in right)) - max(
         min(s.bottom for s in left), min(s.bottom for s in right)
     )
-    if overlap <= 0:
-        return None
-    return gutter
+    return overlap > 0
 
 
 def _median_words(segments: list[Segment]) -> float:
@@ -188,18 +226,26 @@ def _read_columns(lines: list[list[Segment]], gutter: tuple[float, float]) -> li
         right.clear()
 
     for line in lines:
-        if any(s.x0 < gutter[1] - 1 and s.x1 > gutter[0] + 1 for s in line):
+        if _crosses(line, gutter):
             flush()
             ordered.append(_join(line))
             continue
-        left_part = [s for s in line if s.x1 <= gutter[0] + 1]
-        right_part = [s for s in line if s.x0 >= gutter[1] - 1]
+        left_part, right_part = _sides(line, gutter)
         if left_part:
             left.append(left_part)
         if right_part:
             right.append(right_part)
     flush()
     return ordered
+
+
+def _crosses(line: list[Segment], gutter: tuple[float, float]) -> bool:
+    """A full-width line: a segment of it reaches into the gutter."""
+    return any(s.x0 < gutter[1] - 1 and s.x1 > gutter[0] + 1 for s in line)
+
+
+def _sides(line: list[Segment], gutter: tuple[float, float]) -> tuple[list[Segment], list[Segment]]:
+    return [s for s in line if s.x1 <= gutter[0] + 1], [s for s in line if s.x0 >= gutter[1] - 1]
 
 
 @dataclass(frozen=True, slots=True)
