@@ -34,6 +34,7 @@ def test_the_page_shows_each_way_in() -> None:
         "openfable_api",
         "openfable_client.langchain",
         "openfable_client.llamaindex",
+        "streamable_http_client",
     ):
         assert needed in python
 
@@ -60,10 +61,11 @@ def test_every_snippet_runs_against_a_live_server(
         run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert run.returncode == 0, f"block {number} ({kind}):\n{body}\n{run.stdout}\n{run.stderr}"
         printed.append(run.stdout)
-    rest, generated, langchain, llamaindex = (
+    rest, generated, langchain, llamaindex, mcp = (
         out for out, (kind, _) in zip(printed, blocks(), strict=True) if kind == "python"
     )
     assert "Tides ['sea'] Tides › Spring tides" in rest
     assert "paths run:" in generated and "bytes as uploaded" in generated and "  Spring tides" in generated
     assert "/v1/api/documents/" in langchain and "passages, asynchronously" in langchain
     assert "refused: 404 not_found" in llamaindex and "Tides" in llamaindex
+    assert "tools:" in mcp and " query" in mcp and "Tides › Spring tides |" in mcp
