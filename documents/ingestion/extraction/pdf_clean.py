@@ -372,7 +372,9 @@ def _stands_as_bold_heading(line: Line, following: Line | None, *, size: float, 
         and _is_heading_like(line)
         and len(line.text.split()) <= 12
         and (following is None or following.new_paragraph or not following.source.bold)
-        and abs(size - body) < 1.0
+        # The body's size or larger: a bold line a little larger than the body (under the sizes
+        # that rank as levels of their own) is a heading all the same.
+        and size > body - 1.0
     )
 
 

@@ -190,3 +190,35 @@ def test_progress_is_told_page_by_page() -> None:
     seen.clear()
     extract(files.heading_docx(), filename="notes.docx", on_progress=lambda *step: seen.append(step))
     assert seen == [(1, 1)]
+
+
+def test_a_bold_heading_a_little_larger_than_the_body_is_a_heading() -> None:
+    """13 pt bold over an 11.5 pt body: under the sizes that rank as levels of their own (15 %
+    larger), still a bold heading, one level below the larger ones. It used to run into the
+    paragraph under it."""
+    pdf = files.pdf_document()
+    pdf.add_page()
+    y = 80.0
+    body = ("sales rose by a tenth in the year, led by the new range of pumps,", "and the margin held.")
+    for size, bold, text in (
+        (18, True, "Annual Report"),
+        (15, True, "Revenue"),
+        (11.5, False, "Revenue"),
+        (13, True, "Product Sales"),
+        (11.5, False, "Product"),
+        (13, True, "Services Revenue"),
+        (11.5, False, "Services"),
+    ):
+        pdf.set_font("Helvetica", "B" if bold else "", size)
+        if bold:
+            y += 34
+            pdf.text(72, y, text)
+            y += 6
+            continue
+        for line in (f"{text} {body[0]}", body[1]):
+            y += 15
+            pdf.text(72, y, line)
+    extracted = extract(bytes(pdf.output()), filename="report.pdf")
+    hints = [(hint.level, hint.title) for hint in extracted.headings]
+    assert hints == [(1, "Annual Report"), (2, "Revenue"), (3, "Product Sales"), (3, "Services Revenue")]
+    assert "### Product Sales\n\nProduct sales rose" in extracted.text
