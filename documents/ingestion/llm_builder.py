@@ -183,7 +183,12 @@ class LLMBuilder:
         client's own retries, or an answer still invalid after ``validation_retries``
         re-asks, fails the whole build.
         """
-        from openfable.llm import LLMOutputError, LLMUsage  # the client's own types; imported lazily
+        from openfable.llm import (  # the client's own types; imported lazily
+            Fallback,
+            LLMOutputError,
+            LLMUsage,
+            count_fallback,
+        )
 
         pending = list(tasks)
         while pending:
@@ -212,6 +217,7 @@ class LLMBuilder:
                     raise LLMBuildFailed(
                         f"{what} {task.index + 1} still invalid after {task.attempts} attempts: {error}"
                     )
+                count_fallback(Fallback.TREE_REASK)
                 task.messages = feedback_messages(task.messages, answer=raw, error=error)
                 still_pending.append(task)
             pending = still_pending
