@@ -2,7 +2,8 @@
 
 LLMnavigate picks subtree roots from the documents' outline; TreeExpansion scores every node from
 exact similarities, each node's similarity sharpened by its BM25 among the selected documents'
-nodes (``hybrid_similarity``). The two are fused; LLM-chosen nodes are packed first, then by score, without
+nodes (``hybrid_similarity``). The two are fused, LLMnavigate weighed by its agreement with TreeExpansion
+(``_llm_trust``); the LLM's agreed picks are packed first, then by score, without
 ancestor/descendant overlap, and the chosen text comes back in document order. Nodes excluded
 from retrieval never arrive here, and a section holding excluded text is never packed whole
 (``partly_excluded``): its included children are.
@@ -24,7 +25,7 @@ from documents.selectors import document_texts
 from openfable.llm import LLMClient, LLMUsage
 from openfable.tokens import count_tokens, truncate_to_tokens
 from retrieval.expansion import ExpansionWeights, NodeScore, tree_expansion
-from retrieval.fusion import Fused, fuse
+from retrieval.fusion import Fused, agreement, fuse
 from retrieval.llm_steps import LLMStep, cooldown_step, outcome_step
 from retrieval.outline import OutlineNode
 from retrieval.packing import Candidate, PackResult, pack_exact
@@ -43,6 +44,8 @@ from retrieval.result import (
 from retrieval.timings import Laps
 
 NODE_PATH_WEIGHTS = {LLM_NAVIGATE: 1.0, TREE_EXPANSION: 1.0}
+# LLMnavigate's picks are trusted as far as TreeExpansion ranks them this high (``_llm_trust``).
+AGREEMENT_TOP_NODES = 20
 
 
 @dataclass(frozen=True)
@@ -133,8 +136,9 @@ def node_level_chunks(
     else:
         expansion = _tree_expansion(nodes, selected, terms, query_settings, laps)
     node_paths = _node_paths(step, expansion)
-    node_fused = fuse(node_paths, {name: NODE_PATH_WEIGHTS[name] for name in node_paths})
-    packed, texts = _pack(node_fused, nodes, budget=budget, ranks=ranks)
+    weights, trusted = _llm_trust(node_paths)
+    node_fused = fuse(node_paths, weights)
+    packed, texts = _pack(node_fused, nodes, budget=budget, ranks=ranks, trusted=trusted)
     laps.end("packing")
     cut = ("Nothing fitted the budget whole: the best passage was cut to fit.",) if packed.truncated else ()
     found_by = {item.key: item.paths for item in node_fused}
@@ -161,6 +165,25 @@ def _node_paths(step: LLMStep, expansion: _Expansion) -> dict[str, Mapping[int, 
     if expansion.reports[TREE_EXPANSION].ran:
         paths[TREE_EXPANSION] = {node_id: score.total for node_id, score in expansion.scores.items()}
     return paths
+
+
+def _llm_trust(paths: Mapping[str, Mapping[int, float]]) -> tuple[dict[str, float], frozenset[int]]:
+    """The node paths' weights, and the LLM's picks packed first.
+
+    Beside TreeExpansion, LLMnavigate weighs the share of its picks that TreeExpansion ranks in
+    its top ``AGREEMENT_TOP_NODES`` (``fusion.agreement``), and only those picks go first: a small
+    model's random picks no longer push the passages both paths found out of the budget. Alone
+    ("llm" mode), its picks are all it has.
+    """
+    weights = {name: NODE_PATH_WEIGHTS[name] for name in paths}
+    llm = paths.get(LLM_NAVIGATE, {})
+    if TREE_EXPANSION not in paths:
+        return weights, frozenset(llm)
+    if LLM_NAVIGATE not in paths:
+        return weights, frozenset()
+    agreed = agreement(llm, paths[TREE_EXPANSION], top=AGREEMENT_TOP_NODES)
+    weights[LLM_NAVIGATE] *= agreed.weight
+    return weights, agreed.agreed
 
 
 def _fetch_nodes(selected: Sequence[int], vector: np.ndarray) -> _Nodes:
@@ -241,16 +264,21 @@ def _tree_expansion(
 
 
 def _pack(
-    node_fused: Sequence[Fused[int]], nodes: _Nodes, *, budget: int, ranks: Mapping[int, int]
+    node_fused: Sequence[Fused[int]],
+    nodes: _Nodes,
+    *,
+    budget: int,
+    ranks: Mapping[int, int],
+    trusted: frozenset[int],
 ) -> tuple[PackResult, dict[int, str]]:
-    """LLM-chosen nodes first, then by fused score, without overlap, counted exactly."""
+    """The LLM's ``trusted`` picks first, then by fused score, without overlap, counted exactly."""
     partial = partly_excluded(nodes.rows.values())
     candidates = [
         Candidate(
             node=nodes.outline[item.key],
             score=item.score,
             token_count=_estimated_tokens(nodes.rows[item.key]),
-            from_llm=LLM_NAVIGATE in item.paths,
+            from_llm=item.key in trusted,
             path_scores=dict(item.raw),
         )
         for item in node_fused
