@@ -78,9 +78,16 @@ def ensure_model(data_dir: Path) -> Path:
 
 
 def server_command(
-    python: str, *, model: Path, port: int, threads: int, context: int = DEFAULT_CONTEXT
+    python: str,
+    *,
+    model: Path,
+    port: int,
+    threads: int,
+    context: int = DEFAULT_CONTEXT,
+    alias: str = MODEL_ALIAS,
 ) -> list[str]:
-    """llama-cpp-python's OpenAI-compatible server for ``model``, on the loopback only."""
+    """llama-cpp-python's OpenAI-compatible server for ``model``, on the loopback only, answering
+    to the model name ``alias``."""
     return [
         python,
         "-m",
@@ -88,7 +95,7 @@ def server_command(
         "--model",
         str(model),
         "--model_alias",
-        MODEL_ALIAS,
+        alias,
         "--host",
         "127.0.0.1",
         "--port",
