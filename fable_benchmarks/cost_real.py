@@ -84,6 +84,7 @@ def _local_model(alias: str, say: Log) -> Iterator[str]:
         local_llm.server_command(sys.executable, model=model, port=port, threads=threads, alias=alias),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=local_llm.server_environment(),
     )
     url = local_llm.base_url(port)
     try:

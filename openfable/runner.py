@@ -196,7 +196,7 @@ def _start_broker(folder: Path) -> subprocess.Popen[bytes]:
 
 
 def _start(name: str, command: list[str]) -> subprocess.Popen[bytes]:
-    child = subprocess.Popen(command)
+    child = subprocess.Popen(command, env=local_llm.server_environment() if name == LOCAL_MODEL else None)
     print(f"Started the {name} (pid {child.pid}).", flush=True)
     return child
 

@@ -249,7 +249,10 @@ RETRIEVAL_LLMSELECT_DEPTH = env.integer("RETRIEVAL_LLMSELECT_DEPTH", 2, minimum=
 RETRIEVAL_LLM_PROMPT_TOKENS = env.integer("RETRIEVAL_LLM_PROMPT_TOKENS", 6000, minimum=500)
 # Input tokens one query may send to the LLM, LLMselect and LLMnavigate together (chat framing
 # included): a per-query cost that does not grow with the corpus. LLMselect gets 40% of it.
-RETRIEVAL_LLM_QUERY_TOKENS = env.integer("RETRIEVAL_LLM_QUERY_TOKENS", 8000, minimum=1000)
+# The local model (OPENFABLE_LLM=local) reads a few hundred tokens a second on 2 cores: less.
+RETRIEVAL_LLM_QUERY_TOKENS = env.integer(
+    "RETRIEVAL_LLM_QUERY_TOKENS", 3000 if LOCAL_LLM else 8000, minimum=1000
+)
 RETRIEVAL_ALPHA = env.number("RETRIEVAL_ALPHA", 1 / 3, minimum=0.0)
 RETRIEVAL_BETA = env.number("RETRIEVAL_BETA", 1 / 3, minimum=0.0)
 RETRIEVAL_GAMMA = env.number("RETRIEVAL_GAMMA", 1 / 3, minimum=0.0)

@@ -63,7 +63,9 @@ def local_model_url() -> Iterator[str]:
     log_path = Path(settings.DATA_DIR) / "models" / "test-server.log"
     command = local_llm.server_command(sys.executable, model=model, port=port, threads=2)
     with log_path.open("w") as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=local_llm.server_environment()
+        )
     url = local_llm.base_url(port)
     try:
         if not local_llm.wait_until_ready(url, timeout_s=READY_TIMEOUT_S):
@@ -95,4 +97,5 @@ def real_llm(settings: SettingsWrapper, local_model_url: str) -> str:
     settings.LLM_RETRY_BASE_DELAY = 0.5
     settings.LLM_CONTEXT_WINDOW = local_llm.DEFAULT_CONTEXT
     settings.LLM_BREAKER_THRESHOLD = 0  # one bad answer must not hold the later tests back
+    settings.RETRIEVAL_LLM_QUERY_TOKENS = 3000
     return local_model_url
