@@ -22,7 +22,7 @@ import numpy as np
 from documents.ingestion.tree import LEAF
 from documents.models import page_finder
 from documents.selectors import document_texts
-from openfable.llm import LLMClient, LLMUsage
+from openfable.llm import Fallback, LLMClient, LLMUsage, count_fallback
 from openfable.tokens import count_tokens, truncate_to_tokens
 from retrieval.expansion import ExpansionWeights, NodeScore, tree_expansion
 from retrieval.fusion import Fused, agreement, fuse
@@ -130,7 +130,7 @@ def node_level_chunks(
     step = _llm_navigate(query, budget, selected, titles, nodes, navigate, query_settings)
     if step.report.ran:
         laps.end("llm_navigate")
-    if mode == "llm" and step.scores is not None:
+    if _llm_alone(mode, step):
         reason = "llm mode: the LLM paths alone"
         expansion = _Expansion({}, {}, {TREE_EXPANSION: PathReport(TREE_EXPANSION, ran=False, reason=reason)})
     else:
@@ -155,6 +155,16 @@ def node_level_chunks(
         usage=step.usage,
         timings=laps.timings,
     )
+
+
+def _llm_alone(mode: str, step: LLMStep) -> bool:
+    """Whether LLMnavigate's picks stand alone ("llm" mode); not when it picked nothing it was
+    shown (a small model's invented ids): TreeExpansion chooses then, as when the call fails."""
+    if mode != "llm" or step.scores is None:
+        return False
+    if not step.scores:
+        count_fallback(Fallback.NO_PICKS)
+    return bool(step.scores)
 
 
 def _node_paths(step: LLMStep, expansion: _Expansion) -> dict[str, Mapping[int, float]]:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from openfable.llm import Fallback, count_fallback
 from retrieval.fusion import Fused, agreement, fuse
 from retrieval.packing import whole_documents_fit
 from retrieval.result import LLM_SELECT, VECTOR
@@ -186,8 +187,14 @@ def route_documents(
 def _document_paths(
     mode: str, retrieval_paths: Mapping[str, Mapping[int, float]], llm_scores: Mapping[int, float] | None
 ) -> dict[str, Mapping[int, float]]:
-    """The paths fused: LLMselect's when it answered, the others unless "llm" mode has its answer."""
+    """The paths fused: LLMselect's when it answered, the others unless "llm" mode has its answer.
+
+    An answer that picked no document it was shown (a small model invents ids, or scores all 0)
+    is no answer in "llm" mode: the other paths choose, as when the call fails."""
     if llm_scores is None:
+        return dict(retrieval_paths)
+    if mode == "llm" and not llm_scores:
+        count_fallback(Fallback.NO_PICKS)
         return dict(retrieval_paths)
     if mode == "llm":
         return {LLM_SELECT: llm_scores}

@@ -21,6 +21,7 @@ class Fallback(StrEnum):
     TIMEOUT = "timeout"  # one request got no answer in time (retried, or the call gave up)
     WRONG_IDS = "wrong_ids"  # ids the model invented (not in the outline it was shown), dropped
     WRONG_SHAPE = "wrong_shape"  # JSON, but not the shape asked for: the retrieval path failed
+    NO_PICKS = "no_picks"  # "llm" mode, and the LLM picked nothing it was shown: the vector paths chose
     TEMPLATE_TOKENS = "template_tokens"  # chat-template tokens cut from a title or summary
     TREE_REASK = "tree_reask"  # the tree builder asked again with the validation error
     TREE_STRUCTURAL = "tree_structural"  # the tree builder gave up: the structural builder ran

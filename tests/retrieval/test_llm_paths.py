@@ -14,7 +14,7 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 
 from fable_benchmarks.fake_llm import reading
 from fable_benchmarks.fake_llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, status
-from openfable.llm import LLMClient, import_litellm
+from openfable.llm import Fallback, LLMClient, counts_since, fallback_counts, import_litellm
 from openfable.tokens import count_tokens
 from retrieval.paths.llm import (
     NAVIGATE_SCHEMA,
@@ -412,3 +412,17 @@ def test_an_llm_server_down_cools_queries_down_then_they_try_again(
             assert len(server.chat_requests) == asked + 1 + 2
     finally:
         server.stop()
+
+
+def test_llm_mode_with_only_invented_ids_falls_back_to_the_vector_paths(
+    llm: ScriptedOpenAIServer,
+    corpus: Corpus,  # noqa: F811
+) -> None:
+    # What Gemma 3 270M did on a DragonBall query: valid JSON naming documents it was never shown.
+    llm.script_chat({"documents": [{"id": 987654, "score": 1.0}]}, {"nodes": [{"id": 123456789, "score": 1}]})
+    before = fallback_counts()
+    result = retrieve(query=MONITORING_QUERY, token_budget=100, mode="llm")
+    assert result.chunks, "the vector paths chose instead of returning nothing"
+    assert result.total_tokens <= 100
+    assert result.documents[0].document_id == corpus.volcanoes.id
+    assert counts_since(before)[Fallback.NO_PICKS] >= 1
