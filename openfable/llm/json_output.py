@@ -11,7 +11,8 @@ def parse_json_output(text: str, schema: Mapping[str, Any] | None = None) -> Any
     """Parse a model's JSON answer; ValueError says what was wrong.
 
     Tolerates a Markdown code fence around the JSON: providers without native structured output
-    (or with drop_params removing response_format) often add one.
+    (or with drop_params removing response_format) often add one. Refuses NaN and Infinity,
+    which Python's json would read but JSON does not have.
     """
     stripped = text.strip()
     if stripped.startswith("```"):
@@ -22,7 +23,7 @@ def parse_json_output(text: str, schema: Mapping[str, Any] | None = None) -> Any
     if not stripped:
         raise ValueError("empty answer")
     try:
-        data = json.loads(stripped)
+        data = json.loads(stripped, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     expected = (schema or {}).get("type")
@@ -31,3 +32,9 @@ def parse_json_output(text: str, schema: Mapping[str, Any] | None = None) -> Any
     if expected == "array" and not isinstance(data, list):
         raise ValueError(f"expected a JSON array, got {type(data).__name__}")
     return data
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json reads NaN and Infinity, JSON has neither: Gemma 3 270M scored a document
+    # "Infinity", which no score check expects and PostgreSQL's jsonb (the answer cache) refuses.
+    raise ValueError(f"{name} is not a JSON value")
