@@ -23,7 +23,9 @@ def parse_json_output(text: str, schema: Mapping[str, Any] | None = None) -> Any
     if not stripped:
         raise ValueError("empty answer")
     try:
-        data = json.loads(stripped, parse_constant=_refuse_constant)
+        # strict=False: a raw line break inside a string (small models write the text they
+        # quote as it stands) is read as the line break it is, not refused.
+        data = json.loads(stripped, parse_constant=_refuse_constant, strict=False)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from exc
     expected = (schema or {}).get("type")

@@ -155,3 +155,10 @@ def test_invented_ids_and_a_wrong_shape_are_counted(scripted_openai: ScriptedOpe
     assert bad.failed and not bad.service_failed
     counted = counts_since(before)
     assert (counted[Fallback.WRONG_IDS], counted[Fallback.WRONG_SHAPE]) == (2, 1)
+
+
+def test_a_raw_line_break_inside_a_string_is_read() -> None:
+    # Gemma 3 270M quoted a marker across a line break; strict JSON refused the whole answer.
+    from openfable.llm import parse_json_output
+
+    assert parse_json_output('{"markers": ["Section 1\nTerm"]}') == {"markers": ["Section 1\nTerm"]}
