@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from documents.ingestion.llm_builder import ANSWER_MAX_TOKENS
 from documents.ingestion.prompts import chunking_messages, feedback_messages, tree_messages
 from documents.ingestion.tree import LEAF
 from documents.ingestion.tree_schema import MARKERS_JSON_SCHEMA, TREE_JSON_SCHEMA
@@ -167,7 +168,11 @@ def test_the_agent_steps_with_the_model_as_the_agent(
         for _ in range(AGENT_ATTEMPTS):
             try:
                 answer = client.complete_json(
-                    messages, schema=schema, schema_name=name, purpose=f"agent {name}"
+                    messages,
+                    schema=schema,
+                    schema_name=name,
+                    purpose=f"agent {name}",
+                    max_tokens=ANSWER_MAX_TOKENS[name],
                 )
             except LLMError as error:  # the model's own failure: counted by the client
                 refusals.append(str(error))
