@@ -20,7 +20,7 @@ from documents.ingestion.llm_builder import ANSWER_MAX_TOKENS
 from documents.ingestion.prompts import chunking_messages, feedback_messages, tree_messages
 from documents.ingestion.tree import LEAF
 from documents.ingestion.tree_schema import MARKERS_JSON_SCHEMA, TREE_JSON_SCHEMA
-from documents.models import Document, IngestionJob, Node
+from documents.models import AgentState, Document, IngestionJob, Node
 from documents.services.agent import AgentStepError, agent_apply_chunks, agent_apply_tree, agent_plan
 from documents.services.documents import document_create
 from documents.services.jobs import document_index, job_claim
@@ -203,10 +203,11 @@ def test_the_agent_steps_with_the_model_as_the_agent(
     with capsys.disabled():
         print(f"\nagent: chunks={'yes' if spans else 'no'} tree={'yes' if job else 'no'} refusals={refusals}")
     document.refresh_from_db()
-    assert document.builder == Document.Builder.AGENT
     if job is not None:
         assert job.status == IngestionJob.Status.SUCCEEDED, job.error
+        assert document.builder == Document.Builder.AGENT
         _assert_exact_partition(document)
     else:
         assert refusals and all(message for message in refusals)
         assert not Node.objects.filter(document=document).exists(), "a refused step writes no tree"
+        assert AgentState.objects.filter(document=document).exists(), "it stays in the agent path"
