@@ -107,6 +107,7 @@ def test_a_refused_json_schema_is_counted_once_then_json_object_is_used() -> Non
         ('{"title": "Unfinished', "invalid_json"),
         # Gemma 3 270M scored a document Infinity: Python reads it, JSON and jsonb (the cache) do not.
         ('{"title": "A", "score": Infinity}', "invalid_json"),
+        ('{"title": "A", "score": 1e999}', "invalid_json"),  # read as infinity otherwise
         ("  ", "empty_answer"),
     ],
 )
