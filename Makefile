@@ -1,4 +1,5 @@
 # Two commands: `make run` serves the app on the embedded stack, `make test` runs the suite.
+# `make test-fast` is the edit loop; `make screenshots` rewrites docs/screenshots.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,7 +7,7 @@ BIN := $(VENV)/bin
 PYTHON312 := $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.12; do \
 	$$p -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: run test system-deps lint format typecheck local-llm
+.PHONY: run test test-fast screenshots system-deps lint format typecheck local-llm
 
 $(BIN)/.installed: pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install python3.12 (e.g. apt-get install python3.12 python3.12-venv)"; exit 1; }
@@ -28,8 +29,22 @@ local-llm: $(BIN)/.installed
 system-deps:
 	@scripts/system-deps.sh
 
+# Tests run in WORKERS processes (pytest-xdist), each on a test database of its own (NAME_gw0, ...);
+# WORKERS=0 runs them in this one process.
+WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(WORKERS)
+
 test: $(BIN)/.installed system-deps
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+# The edit loop: everything but the browser, fault and slow tests (real model loads, workers).
+test-fast: $(BIN)/.installed
+	$(PYTEST) -m "not slow and not browser and not faults" $(PYTEST_ARGS)
+
+# The browser tests, writing their screenshots to docs/screenshots (elsewhere they go to
+# var/test-screenshots, which git ignores).
+screenshots: $(BIN)/.installed system-deps
+	SCREENSHOTS_DIR=docs/screenshots $(PYTEST) -m browser tests/browser $(PYTEST_ARGS)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

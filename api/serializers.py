@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from api.fields import (
@@ -27,6 +28,8 @@ from documents.models import Collection, Document, IngestionJob, Node
 from documents.services.collections import slug_check
 from documents.services.document_input import TAG_MAX_CHARS, TAGS_MAX_COUNT, TITLE_MAX_CHARS
 from openfable.models import ApiToken
+from retrieval.query_input import MAX_TOP_K
+from retrieval.result import ORDERS
 from retrieval.services import MAX_QUERY_CHARS
 
 # -- collections ---------------------------------------------------------------------------------
@@ -350,6 +353,12 @@ class NodeUpdateSerializer(serializers.Serializer):
     expected_version = StrictIntegerField(required=False, allow_null=True)
 
 
+@extend_schema_field({"type": "array", "items": {"$ref": "#/components/schemas/TreeNode"}})
+class _TreeChildrenField(serializers.ListField):
+    """A tree node's children: tree nodes themselves (a recursive component, so that a generated
+    client types every level)."""
+
+
 class TreeNodeSerializer(serializers.Serializer):
     """A node of ``GET /documents/{id}/tree`` (nested: with ``children``; flat: with ``parent``)."""
 
@@ -365,10 +374,14 @@ class TreeNodeSerializer(serializers.Serializer):
     end_char = serializers.IntegerField()
     token_count = serializers.IntegerField()
     edited = serializers.BooleanField()
+    excluded = serializers.BooleanField(help_text="left out of retrieval, with its subtree")
+    embedding_stale = serializers.BooleanField(help_text="edited since embedded: re-embedded by the next job")
     pages = serializers.ListField(
         child=serializers.IntegerField(), help_text="the pages of the document's file it lies on"
     )
-    children = serializers.ListField(child=serializers.DictField(), required=False)
+    children = _TreeChildrenField(
+        child=serializers.DictField(), required=False, help_text="nested only: its children, in order"
+    )
 
 
 # -- query ---------------------------------------------------------------------------------------
@@ -380,6 +393,7 @@ _BUDGET_NOT_VALID = (
 )
 
 
+@extend_schema_serializer(component_name="Query")  # "QueryRequest" in the schema, not "QueryRequestRequest"
 class QueryRequestSerializer(serializers.Serializer):
     query = StrictCharField(
         blank=False,
@@ -396,7 +410,19 @@ class QueryRequestSerializer(serializers.Serializer):
         max_value=settings.TOKEN_BUDGET_MAX,
         error_messages={"invalid": _BUDGET_NOT_VALID},
         help_text=f"{settings.TOKEN_BUDGET_MIN}–{settings.TOKEN_BUDGET_MAX} tokens "
-        f"(default {settings.TOKEN_BUDGET_DEFAULT})",
+        f"(default {settings.TOKEN_BUDGET_DEFAULT}); not with top_k",
+    )
+    top_k = ServiceRangeIntegerField(
+        required=False,
+        min_value=1,
+        max_value=MAX_TOP_K,
+        help_text="instead of a budget: the best top_k passages (packed under the largest budget, "
+        f"{settings.TOKEN_BUDGET_MAX} tokens, and never whole documents); not with token_budget",
+    )
+    order = serializers.ChoiceField(
+        choices=list(ORDERS),
+        required=False,
+        help_text="of the chunks: document (document rank, then offset; the default) or score (best first)",
     )
     mode = serializers.ChoiceField(choices=["bipath", "vector", "llm"], required=False, allow_null=True)
     collection = StrictCharField(required=False, allow_null=True)
@@ -405,10 +431,17 @@ class QueryRequestSerializer(serializers.Serializer):
 
 
 class QueryDocumentSerializer(serializers.Serializer):
+    """A document of the answer, once however many of its chunks come back."""
+
     document_id = serializers.IntegerField()
     title = serializers.CharField()
     score = serializers.FloatField()
     token_count = serializers.IntegerField()
+    source_filename = serializers.CharField(help_text="the uploaded file's name; empty for a text")
+    format = serializers.CharField(help_text="pdf, docx, html, markdown or text")
+    tags = serializers.ListField(child=serializers.CharField())
+    metadata = serializers.DictField()
+    original = serializers.CharField(help_text="where to download the file as uploaded")
 
 
 class QueryChunkSerializer(serializers.Serializer):
@@ -422,12 +455,98 @@ class QueryChunkSerializer(serializers.Serializer):
     content = serializers.CharField()
     token_count = serializers.IntegerField()
     score = serializers.FloatField()
-    position = serializers.IntegerField(help_text="place in the returned context, in document order")
+    position = serializers.IntegerField(help_text="place in the returned context, in the order asked for")
     source = serializers.CharField(help_text="the path that found it")  # type: ignore[assignment]  # as parent above
     truncated = serializers.BooleanField(help_text="cut to fit the budget (only ever a single chunk)")
     pages = serializers.ListField(
         child=serializers.IntegerField(), help_text="the pages of the document's file it lies on"
     )
+
+
+class PathReportSerializer(serializers.Serializer):
+    """``retrieval.result.PathReport``: one retrieval path, whether it ran, and why not."""
+
+    name = serializers.CharField()
+    ran = serializers.BooleanField()
+    failed = serializers.BooleanField()
+    reason = serializers.CharField(help_text="why it did not run, or why it failed")
+    candidates = serializers.IntegerField(help_text="documents or nodes it returned")
+    dropped_ids = serializers.IntegerField(help_text="LLM paths: ids in the answer that were not offered")
+    detail = serializers.DictField(help_text="e.g. the vector search strategy")
+
+
+class DocumentHitSerializer(serializers.Serializer):
+    """``retrieval.result.DocumentHit``: a document of the fused ranking."""
+
+    document_id = serializers.IntegerField()
+    title = serializers.CharField()
+    rank = serializers.IntegerField(help_text="0: the best fused score")
+    score = serializers.FloatField(help_text="fused, in [0, 1]")
+    path_scores = serializers.DictField(child=serializers.FloatField(), help_text="raw score per path")
+    found_by = serializers.ListField(child=serializers.CharField())
+    token_count = serializers.IntegerField()
+    selected = serializers.BooleanField(help_text="in the set the budget was routed on")
+    vector_hits = serializers.IntegerField()
+
+
+class ChunkScoresSerializer(serializers.Serializer):
+    """``retrieval.result.ChunkScores``: null where a path did not score the chunk."""
+
+    fused = serializers.FloatField()
+    similarity = serializers.FloatField(allow_null=True)
+    lexical = serializers.FloatField(allow_null=True)
+    inherited = serializers.FloatField(allow_null=True)
+    child = serializers.FloatField(allow_null=True)
+    tree_expansion = serializers.FloatField(allow_null=True)
+    llm = serializers.FloatField(allow_null=True)
+
+
+class ChunkReportSerializer(serializers.Serializer):
+    """``retrieval.result.Chunk`` without its text (in the answer's ``chunks``)."""
+
+    node_id = serializers.IntegerField(allow_null=True)
+    document_id = serializers.IntegerField()
+    document_title = serializers.CharField()
+    document_rank = serializers.IntegerField()
+    toc_path = serializers.CharField()
+    kind = serializers.CharField()
+    start_char = serializers.IntegerField()
+    end_char = serializers.IntegerField()
+    token_count = serializers.IntegerField()
+    scores = ChunkScoresSerializer()
+    found_by = serializers.ListField(child=serializers.CharField())
+    truncated = serializers.BooleanField()
+    pages = serializers.ListField(child=serializers.IntegerField())
+
+
+class LLMUsageSerializer(serializers.Serializer):
+    calls = serializers.IntegerField()
+    cached_calls = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    cost_usd = serializers.FloatField()
+
+
+class RetrievalReportSerializer(serializers.Serializer):
+    """``RetrievalResult.to_dict``: what the query did and why (chunk texts are in ``chunks``)."""
+
+    query = serializers.CharField()
+    token_budget = serializers.IntegerField()
+    top_k = serializers.IntegerField(allow_null=True, help_text="the most passages asked for; null: a budget")
+    order = serializers.ChoiceField(choices=list(ORDERS))
+    mode = serializers.ChoiceField(choices=["bipath", "vector", "llm"])
+    routing = serializers.ChoiceField(choices=["documents", "nodes"])
+    paths_run = serializers.ListField(child=serializers.CharField())
+    paths = PathReportSerializer(many=True)
+    documents = DocumentHitSerializer(many=True, help_text="the fused ranking, best first")
+    chunks = ChunkReportSerializer(many=True)
+    total_tokens = serializers.IntegerField()
+    timings_ms = serializers.DictField(child=serializers.FloatField(), help_text="stage -> milliseconds")
+    llm_usage = LLMUsageSerializer()
+    corpus_version = serializers.IntegerField()
+    filters = serializers.DictField()
+    notes = serializers.ListField(child=serializers.CharField())
+    cached = serializers.BooleanField()
 
 
 class QueryResponseSerializer(serializers.Serializer):
@@ -438,10 +557,12 @@ class QueryResponseSerializer(serializers.Serializer):
     routing = serializers.ChoiceField(choices=["document_level", "node_level"])
     total_tokens = serializers.IntegerField()
     token_budget = serializers.IntegerField()
-    documents = QueryDocumentSerializer(many=True, help_text="the documents the budget was routed on")
+    documents = QueryDocumentSerializer(
+        many=True, help_text="the documents the budget was routed on: every chunk's document, once"
+    )
     chunks = QueryChunkSerializer(many=True)
     notes = serializers.ListField(child=serializers.CharField())
-    result = serializers.DictField(
+    result = RetrievalReportSerializer(
         help_text="retrieve()'s whole result: paths, scores, timings, cache (chunk texts are in chunks)"
     )
 
@@ -468,10 +589,20 @@ class TokenCreatedSerializer(TokenSerializer):
         fields = [*TokenSerializer.Meta.fields, "key"]
 
 
+class HealthCheckSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    detail = serializers.CharField()
+    ms = serializers.FloatField(help_text="how long the check took")
+
+
 class HealthSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["ok", "unavailable"])
     failed = serializers.ListField(child=serializers.CharField())
-    checks = serializers.DictField()
+    checks = serializers.DictField(child=HealthCheckSerializer(), help_text="by part: database, pgvector, …")
+
+
+class LivenessSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["ok"])
 
 
 class ErrorBodySerializer(serializers.Serializer):

@@ -31,7 +31,10 @@ urlpatterns = [
     path("tokens", accounts.TokenListView.as_view(), name="tokens"),
     path("tokens/<int:pk>", accounts.TokenDetailView.as_view(), name="token"),
     path("health", accounts.HealthView.as_view(), name="health"),
+    path("health/live", accounts.LivenessView.as_view(), name="health-live"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # Last: anything else under /v1/api/ is answered in the API's JSON error shape.
-    re_path(r"^(?P<path>.*)$", errors.not_found, name="not-found"),
+    # Any character, a newline included: an unmatched path under /v1/api/ is the JSON 404, never the
+    # site's HTML page (`.` stops at a newline; \Z, unlike $, does not match before a final one).
+    re_path(r"^(?P<path>[\s\S]*)\Z", errors.not_found, name="not-found"),
 ]

@@ -12,6 +12,7 @@ printed as {"error": ...} by the dispatcher.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from documents.agent_answers import (
     tree_instructions,
     tree_summary,
 )
-from documents.models import Document
+from documents.models import Document, IngestionJob
 from documents.presenters import document_present, job_present
 from documents.selectors import as_id, document_get
 from documents.services.agent import (
@@ -146,12 +147,13 @@ def handle_index(options: dict[str, Any]) -> dict[str, Any]:
     for position, (path, created) in enumerate(results, start=1):
         entry = document_present(created.document) | {"path": path, "created": created.created}
         if options["wait"] and created.job is not None:
-            _say(f"[{position}/{len(results)}] indexing {path} ({created.document.token_count} tokens)")
-            run = job_run_now(document_id=created.document.pk)
+            where = f"[{position}/{len(results)}] {path}"
+            _say(f"{where}: indexing ({created.document.token_count} tokens)")
+            run = job_run_now(document_id=created.document.pk, on_progress=_progress_line(where))
             if run is not None:
                 entry |= document_present(document_get(user=None, pk=created.document.pk))
                 entry["job"] = job_present(run.job)
-                _say(f"[{position}/{len(results)}] {path}: {run.job.status}, {entry['node_count']} nodes")
+                _say(f"{where}: {run.job.status}, {entry['node_count']} nodes")
         elif created.job is not None:
             entry["job"] = job_present(created.job)
         documents.append(entry)
@@ -177,6 +179,18 @@ def _create(path: str, data: bytes, options: dict[str, Any], tags: list[str]) ->
 def _say(message: str) -> None:
     # Progress goes to stderr: stdout carries exactly one JSON object.
     print(message, file=sys.stderr, flush=True)
+
+
+def _progress_line(where: str) -> Callable[[IngestionJob], None]:
+    """A line on stderr for each step the job records: the step in words (pages read, passages
+    embedded, as the corpus page says it), its percent, and the time left once it is measured."""
+
+    def report(job: IngestionJob) -> None:
+        step = job_present(job)["step"]
+        left = f", {step['time_left']}" if step["time_left"] else ""
+        _say(f"{where}: {step['words']} ({job.progress}%{left})")
+
+    return report
 
 
 # How each step of the agent path is run from here; services.agent names the step, not the command.

@@ -81,7 +81,7 @@ def collection_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             collection_update(
                 collection=collection,
                 name=request.POST.get("name", collection.name),
-                members=selectors.users_named(names),
+                members=names,
                 by=request.user,
             )
             messages.success(

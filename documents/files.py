@@ -11,6 +11,7 @@ from django.http.response import HttpResponseBase
 from django.utils.http import content_disposition_header
 
 from documents.models import Document
+from openfable.display_text import displayable
 
 _TYPES: dict[str, str] = {
     Document.Format.PDF: "application/pdf",
@@ -48,8 +49,9 @@ def original_response(document: Document) -> HttpResponseBase:
 
 
 def download_name(document: Document) -> str:
-    """The name it was uploaded under, else its title with the format's extension."""
-    name = (document.source_filename or "").replace("\\", "/").rsplit("/", 1)[-1]
+    """The name it was uploaded under, else its title with the format's extension; without control
+    and formatting characters, for names stored before they were cleaned on the way in."""
+    name = displayable((document.source_filename or "").replace("\\", "/").rsplit("/", 1)[-1])
     if name:
         return name
-    return f"{document.title or 'document'}{_EXTENSIONS.get(document.format, '')}"
+    return f"{displayable(document.title) or 'document'}{_EXTENSIONS.get(document.format, '')}"

@@ -60,25 +60,38 @@ class CollectionInvitation(models.Model):
     Until then the collection is not theirs to see: its documents are in none of their queries or
     lists, so a stranger cannot plant a document in someone's results by adding them as a member
     (``documents.services.sharing``).
+
+    An invitation names a person by ``username``. One to a name that has no account yet is kept
+    all the same (``user`` empty), so that an owner's answer never says which names have
+    accounts; it reaches whoever later has that name, as an offer they may decline. A declined
+    one is kept (``declined``) for ``INVITATION_DECLINED_DAYS``: the owner cannot send it again
+    at once.
     """
 
     collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="invitations")
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="collection_invitations"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="collection_invitations",
     )
+    username = models.CharField(max_length=150)
     invited_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created = models.DateTimeField(auto_now_add=True)
+    declined = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created", "-id"]
         constraints = [
-            models.UniqueConstraint(fields=["collection", "user"], name="collection_invitation_once")
+            models.UniqueConstraint(fields=["collection", "username"], name="collection_invitation_once")
         ]
+        indexes = [models.Index(fields=["username"], name="invitation_username")]
 
     def __str__(self) -> str:
-        return f"{self.user} to {self.collection}"
+        return f"{self.username} to {self.collection}"
 
 
 def _original_path(document: Document, filename: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from documents import selectors
@@ -107,6 +108,45 @@ def document_present(
     if content:
         answer["content"] = document.content
     return answer
+
+
+def document_page_present(documents: QuerySet[Document], *, offset: int, limit: int) -> dict[str, Any]:
+    """A page of a document list (``selectors.document_list``), newest first and then by id, so
+    pages never shift: ``count`` matching in all, the page's ``offset`` and ``limit``,
+    ``next_offset`` (null on the last page) and the ``documents``, each as a list entry.
+
+    The MCP tool and the command line answer this; the REST API answers the same ``count`` and
+    entries in DRF's page, ``{count, next, previous, results}``, its /v1 contract."""
+    ordered = documents.order_by("-created", "-id")
+    total = ordered.count()
+    # Past the end the page is empty without asking: PostgreSQL refuses an OFFSET beyond 2**63.
+    page = (
+        [document_present(document) for document in ordered[offset : offset + limit]]
+        if offset < total
+        else []
+    )
+    return {
+        "count": total,
+        "offset": offset,
+        "limit": limit,
+        "next_offset": offset + limit if offset + limit < total else None,
+        "documents": page,
+    }
+
+
+def tree_present(document: Document, *, flat: bool = False) -> dict[str, Any]:
+    """A document's tree: which document, and its ``nodes`` in document order, the root with
+    nested ``children`` or, with ``flat``, a list with parent ids (``selectors.document_tree``).
+
+    The MCP tool and the command line answer this; the REST API's ``GET /documents/{id}/tree``
+    answers its ``nodes`` alone, its /v1 contract."""
+    return {
+        "document_id": document.pk,
+        "title": document.title,
+        "status": document.status,
+        "flat": flat,
+        "nodes": selectors.document_tree(document=document, flat=flat),
+    }
 
 
 def node_present(node: Node) -> dict[str, Any]:

@@ -105,26 +105,19 @@ def document_texts(document_ids: Sequence[int]) -> dict[int, tuple[str, list[lis
         return {pk: (content, json.loads(page_spans)) for pk, content, page_spans in cursor.fetchall()}
 
 
+def document_sources(document_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """What a query's answer says once per document its chunks come from: title, file name,
+    format, tags and metadata, by id (one read, whatever the number of documents)."""
+    fields = ("title", "source_filename", "format", "tags", "metadata")
+    rows = Document.objects.filter(pk__in=list(document_ids)).values("id", *fields)
+    return {row["id"]: {"document_id": row["id"], **{name: row[name] for name in fields}} for row in rows}
+
+
 def collection_may_manage(*, user: Any, collection: Collection) -> bool:
     """Whether ``user`` may rename, share or delete ``collection``: its owner (or a superuser)."""
     return _sees_everything(user) or (
         collection.owner_id is not None and collection.owner_id == getattr(user, "pk", None)
     )
-
-
-def users_named(usernames: Any) -> list[Any]:
-    """The users with these usernames, in the order given; ``NotFoundError`` (a 404, as for any
-    name of something that is not there) names any unknown one."""
-    from django.contrib.auth import get_user_model
-
-    wanted = [str(name).strip() for name in usernames or [] if str(name).strip()]
-    found = {user.get_username(): user for user in get_user_model().objects.filter(username__in=wanted)}
-    unknown = [name for name in wanted if name not in found]
-    if unknown:
-        raise NotFoundError(
-            f"No user named {', '.join(repr(name) for name in unknown)}.", code="unknown_user"
-        )
-    return [found[name] for name in dict.fromkeys(wanted)]
 
 
 def documents_visible(*, user: Any) -> QuerySet[Document]:
@@ -522,14 +515,17 @@ def invitations_for(*, user: Any) -> QuerySet[CollectionInvitation]:
     if not getattr(user, "is_authenticated", False):
         return CollectionInvitation.objects.none()
     return (
-        CollectionInvitation.objects.filter(user_id=user.pk)
+        CollectionInvitation.objects.filter(
+            Q(user_id=user.pk) | Q(user__isnull=True, username=user.get_username()), declined__isnull=True
+        )
         .select_related("collection", "invited_by")
         .order_by("-created", "-id")
     )
 
 
 def collection_invited(*, collection: Collection) -> list[str]:
-    """The usernames invited to ``collection`` who have not accepted yet."""
+    """The names invited to ``collection`` that have not answered yet, whether or not an account
+    has that name (``documents.services.sharing``: the owner cannot tell)."""
     # .all() reads what a list prefetched (``prefetch_related("invitations__user")``): one query
     # for a whole page of collections, not one per collection.
-    return [invitation.user.get_username() for invitation in collection.invitations.all()]
+    return [invitation.username for invitation in collection.invitations.all() if invitation.declined is None]

@@ -14,8 +14,8 @@ a surface would, so what they measure is what a user gets.
 - ``latency``: ``vector`` mode latency on a synthetic corpus against a bare pgvector query.
 - ``corpus_latency``: ``vector`` mode latency on ingested datasets, every collection loaded and
   each query filtered to its own.
-- ``cost``: LLM tokens of ingestion, re-indexing and queries, against ``fake_llm``: a
-  scripted model that speaks OpenAI's chat-completions protocol over HTTP (tests use it too).
+- ``cost``: LLM tokens of ingestion, re-indexing and queries, against the tests' fake model
+  (``tests.fakes.llm``): a scripted model that speaks OpenAI's chat-completions protocol over HTTP.
 - ``load``: concurrent API and UI users (locust, ``locustfile``) against the servers of
   ``load_servers`` (gunicorn + uvicorn workers, a Celery worker ingesting meanwhile).
 - ``extraction``: PDF extraction candidates on real PDFs (``bench-extract``): extraction

@@ -1,6 +1,6 @@
 """`python -m fable_benchmarks bench-cost`: what the LLM paths cost in tokens, measured over real HTTP.
 
-The product's LLM client is pointed at a scripted model (``fable_benchmarks.fake_llm``) that speaks
+The product's LLM client is pointed at a scripted model (``tests.fakes.llm``) that speaks
 OpenAI's chat-completions protocol on 127.0.0.1 and answers every prompt validly, with outputs of
 the size a competent model writes. Each run uses a model name of its own, so no answer cached by
 an earlier run is reused; the LLM cache rows it wrote are deleted at the end, with its throw-away
@@ -45,12 +45,12 @@ from documents.services.documents import document_create, document_reindex
 from documents.services.jobs import JobRun, job_run_now
 from fable_benchmarks import BenchInputError
 from fable_benchmarks.datasets import read_documents
-from fable_benchmarks.fake_llm.model import FableModelServer, ServedCall
 from fable_benchmarks.latency import generate_corpus
 from openfable.llm import LLMClient, LLMConfig
 from openfable.models import LLMCacheEntry
 from retrieval.result import LLM_NAVIGATE, LLM_SELECT
 from retrieval.services import retrieve
+from tests.fakes.llm.model import FableModelServer, ServedCall
 
 Log = Callable[[str], None]
 COST_MARK = "bench-cost"

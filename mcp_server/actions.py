@@ -27,10 +27,12 @@ from documents.agent_answers import (
 )
 from documents.presenters import (
     collection_present,
+    document_page_present,
     document_present,
     job_finished,
     job_present,
     node_present,
+    tree_present,
 )
 from documents.services.agent import (
     AgentStep,
@@ -144,20 +146,8 @@ def list_documents(
 ) -> dict[str, Any]:
     documents = selectors.document_list(
         user=user, collection=collection or None, tag=tag or None, status=status, search=search or None
-    ).order_by("-created", "-id")
-    total = documents.count()
-    # Past the end the page is empty without asking: PostgreSQL refuses an OFFSET beyond 2**63.
-    page = (
-        [document_present(document) for document in documents[offset : offset + limit]]
-        if offset < total
-        else []
     )
-    return {
-        "count": total,
-        "offset": offset,
-        "next_offset": offset + limit if offset + limit < total else None,
-        "documents": page,
-    }
+    return document_page_present(documents, offset=offset, limit=limit)
 
 
 def get_document(*, user: Any, document_id: int, meta_only: bool) -> dict[str, Any]:
@@ -166,16 +156,9 @@ def get_document(*, user: Any, document_id: int, meta_only: bool) -> dict[str, A
 
 
 def get_tree(*, user: Any, document_id: int, flat: bool) -> dict[str, Any]:
-    document = selectors.document_get(user=user, pk=document_id)
-    answer: dict[str, Any] = {
-        "document_id": document.pk,
-        "title": document.title,
-        "status": document.status,
-        "flat": flat,
-        "nodes": selectors.document_tree(document=document, flat=flat),
-    }
+    answer = tree_present(selectors.document_get(user=user, pk=document_id), flat=flat)
     if not answer["nodes"]:
-        answer["note"] = f"The document has no tree yet (it is {document.status}); see job_status."
+        answer["note"] = f"The document has no tree yet (it is {answer['status']}); see job_status."
     return answer
 
 
@@ -192,10 +175,14 @@ def query(
     collection: str,
     documents: list[int] | None,
     tags: list[str] | None,
+    top_k: int | None = None,
+    order: str | None = None,
 ) -> dict[str, Any]:
     result = retrieve(
         query=query,
-        token_budget=token_budget if token_budget is not None else settings.TOKEN_BUDGET_DEFAULT,
+        token_budget=token_budget,  # None: the default budget, unless top_k asks for passages instead
+        top_k=top_k,
+        order=order,
         mode=mode,
         collection=collection or None,
         documents=documents or None,

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_server.security import BearerTokenMiddleware, allowed_hosts, send_error, transport_security
 from mcp_server.tools import build_server
+from openfable.request_size import BodyLimit
 
 MCP_PATH = "/v1/mcp"
 SSE_PATH = "/v1/mcp/sse"
@@ -48,7 +49,8 @@ def with_mcp(django_app: Callable[..., Awaitable[None]]) -> ASGIApp:
         transport_security=security,
         max_request_body_size=body_limit,
     )
-    return _App(django=django_app, streamable=streamable, sse=_CompleteSse(sse, security=security))
+    # Django behind BodyLimit: a body over the limit is refused from its Content-Length, unread.
+    return _App(django=BodyLimit(django_app), streamable=streamable, sse=_CompleteSse(sse, security=security))
 
 
 class _CompleteSse:

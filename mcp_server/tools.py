@@ -21,21 +21,23 @@ from typing import Annotated, Any, Literal
 
 from django.db import OperationalError
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
 
-from mcp_server import actions
+from mcp_server import actions, schemas
 from mcp_server.security import TokenUser
 from mcp_server.sync import run_sync
-from openfable.errors import OpenFableError
+from openfable.errors import OpenFableError, UserInputError
 from openfable.http import DATABASE_UNAVAILABLE
 from openfable.rate_limit import rate_limit_check
 
 logger = logging.getLogger(__name__)
 
-# What every tool returns: a CallToolResult whose structured content is a JSON object.
-Answer = Annotated[CallToolResult, dict[str, Any]]
+# Each tool returns a CallToolResult whose structured content is the JSON object its return
+# annotation's second part (mcp_server.schemas) declares: the SDK publishes that as the tool's
+# outputSchema and checks each answer against it (an error's structured content is {"error": ...},
+# which it leaves alone).
 
 INSTRUCTIONS = """\
 OpenFable stores documents as trees (root, sections, subsections, leaf chunks; every internal node
@@ -114,7 +116,7 @@ async def ingest_document(
             "return it with its node count. Otherwise return at once and poll job_status."
         ),
     ] = False,
-) -> Answer:
+) -> Annotated[CallToolResult, schemas.Ingested]:
     """Add a document: store the text, or a file (content_base64 + filename: PDF, Word, HTML,
     Markdown, text), and index it (read the file's text and pages, chunk, build the tree of sections
     with titles and summaries, embed every node). Returns the document and its ingestion job; with
@@ -135,7 +137,7 @@ async def ingest_document(
     )
 
 
-async def list_collections(ctx: Context) -> Answer:
+async def list_collections(ctx: Context) -> Annotated[CallToolResult, schemas.Collections]:
     """The collections you can read, with their slugs (what the collection arguments take) and
     document counts; and under "invitations" the collections offered to you that you have not
     accepted (not searched until the person accepts them on the web app's Collections page)."""
@@ -155,7 +157,7 @@ async def list_documents(
     search: Annotated[str, Field(description="Words in the title or file name.")] = "",
     limit: Annotated[int, Field(ge=1, le=200, description="At most this many (1-200).")] = 50,
     offset: Annotated[int, Field(ge=0, description="Skip this many (for the next page).")] = 0,
-) -> Answer:
+) -> Annotated[CallToolResult, schemas.DocumentPage]:
     """Documents you can read, newest first, without their text: id, title, collection, status,
     builder, tokens, node count, tags. `count` is the total matching; `next_offset` pages on."""
     return await _answer(
@@ -176,7 +178,7 @@ async def get_document(
     meta_only: Annotated[
         bool, Field(description="Leave out the text (it can be long); just the description and the last job.")
     ] = False,
-) -> Answer:
+) -> Annotated[CallToolResult, schemas.Document]:
     """One document: its description, its latest ingestion job, and (unless meta_only) its whole
     text. For the structure, use get_tree; for evidence about a question, query is cheaper."""
     return await _answer(ctx, actions.get_document, document_id=document_id, meta_only=meta_only)
@@ -191,7 +193,7 @@ async def get_tree(
             description="A flat list in document order with parent ids, instead of the root with nested children."
         ),
     ] = False,
-) -> Answer:
+) -> Annotated[CallToolResult, schemas.Tree]:
     """A document's tree: every node's id, kind (root/section/subsection/leaf), title, summary,
     section path, character offsets and pages (of a PDF), without the text. Read it as a table of contents; get_node
     returns any node's exact text."""
@@ -201,7 +203,7 @@ async def get_tree(
 async def get_node(
     ctx: Context,
     node_id: Annotated[int, Field(description="A node id, from get_tree or a query's chunks.")],
-) -> Answer:
+) -> Annotated[CallToolResult, schemas.Node]:
     """One node of a tree with its exact text (the document's characters start_char to end_char),
     title, summary, section path, parent and pages (of a PDF: cite them)."""
     return await _answer(ctx, actions.get_node, node_id=node_id)
@@ -226,7 +228,17 @@ async def query(
     tags: Annotated[
         list[str] | None, Field(description="Search only documents carrying all these tags.")
     ] = None,
-) -> Answer:
+    top_k: Annotated[
+        int | None,
+        Field(description="Instead of token_budget: at most this many passages, the best (1-100)."),
+    ] = None,
+    order: Annotated[
+        Literal["document", "score"] | None,
+        Field(
+            description="Order of the chunks: 'document' (reading order, the default) or 'score' (best first)."
+        ),
+    ] = None,
+) -> Annotated[CallToolResult, schemas.QueryAnswer]:
     """Find evidence: the passages most relevant to the query that fit the token budget, in
     document order. Each chunk has its text (`content`), document, section path (`toc_path`),
     character offsets and score; whole documents come back when they fit. `routing` says whether
@@ -241,13 +253,15 @@ async def query(
         collection=collection,
         documents=documents,
         tags=tags,
+        top_k=top_k,
+        order=order,
     )
 
 
 async def job_status(
     ctx: Context,
     job_id: Annotated[int, Field(description="An ingestion job id, from ingest_document or get_document.")],
-) -> Answer:
+) -> Annotated[CallToolResult, schemas.Job]:
     """An ingestion job: status (queued, running, succeeded, failed), stage, progress in percent,
     `step` (the stage in words with its counts, the place in the queue and the time left), nodes
     made, and the error when it failed. `finished` is the time it succeeded or failed (null until
@@ -255,7 +269,9 @@ async def job_status(
     return await _answer(ctx, actions.job_status, job_id=job_id)
 
 
-async def delete_document(ctx: Context, document_id: DocumentId) -> Answer:
+async def delete_document(
+    ctx: Context, document_id: DocumentId
+) -> Annotated[CallToolResult, schemas.Deleted]:
     """Delete a document with its tree and jobs. It cannot be undone."""
     return await _answer(ctx, actions.delete_document, document_id=document_id)
 
@@ -266,7 +282,7 @@ async def plan_document(
     title: Title = "",
     collection: CollectionSlug = "",
     tags: Tags = None,
-) -> Answer:
+) -> Annotated[CallToolResult, schemas.Planned]:
     """Agent path, step 1 of 3: store a document whose tree you will build yourself (no model call
     on the server). Returns its document_id and the instructions for step 2: read the text and call
     apply_chunks with the verbatim opening words of each chunk. The same text again returns the same
@@ -284,7 +300,7 @@ async def apply_chunks(
             "document order. Each one starts a chunk; the text before the first is chunk 0."
         ),
     ],
-) -> Answer:
+) -> Annotated[CallToolResult, schemas.Chunked]:
     """Agent path, step 2 of 3: cut the document at your markers. Returns the numbered chunks
     (index, offsets, tokens, opening words) and the instructions and JSON schema for step 3,
     apply_tree. Calling it again replaces the chunks."""
@@ -302,7 +318,7 @@ async def apply_tree(
             '[indexes], "sections": [...]}]}. Every chunk index appears exactly once, in order.'
         ),
     ],
-) -> Answer:
+) -> Annotated[CallToolResult, schemas.TreeSaved]:
     """Agent path, step 3 of 3: check your tree over the chunks, embed every node and save it; the
     document is then indexed and answers queries. A tree that does not fit the chunks is refused
     with what to fix. Calling it again replaces the tree."""
@@ -358,9 +374,48 @@ _TOOLS: list[tuple[Callable[..., Any], dict[str, Any]]] = [
 TOOL_NAMES = [tool.__name__ for tool, _ in _TOOLS]
 
 
+class _Server(MCPServer):
+    """The SDK's server, with arguments that do not fit a tool's input schema answered as every
+    other mistake is: a tool error whose structured content is ``{"error": {"code", "message",
+    "details"}}`` (code ``invalid``, each field's complaint under its name, as the REST API's 400
+    has them), rather than the SDK's bare text."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as refused:
+            if isinstance(refused, UnexpectedToolError) or not isinstance(refused.__cause__, ValidationError):
+                raise
+            return _arguments_refused(name, refused.__cause__)
+
+
+def _arguments_refused(tool: str, invalid: ValidationError) -> CallToolResult:
+    fields: dict[str, list[str]] = {}
+    for problem in invalid.errors(include_url=False, include_input=False):
+        # The field's name; a nested place (an item of a list) after it, as "documents.2".
+        where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        fields.setdefault(where, []).append(str(problem["msg"]))
+    # Field names only in the log: the values are the caller's data.
+    logger.info("MCP tool %r refused arguments: %r", tool, sorted(fields))
+    said = "; ".join(f"{where}: {' / '.join(messages)}" for where, messages in fields.items())
+    error = UserInputError(
+        f"The arguments of {tool} are not valid ({said}). Send them as the tool's input schema "
+        "says and call it again.",
+        code="invalid",
+        details=fields,
+    )
+    return CallToolResult(
+        content=[TextContent(type="text", text=error.message)],
+        structured_content=error.to_dict(),
+        is_error=True,
+    )
+
+
 def build_server() -> MCPServer:
     """A new MCP server with every tool. One per ASGI app: its session manager runs once."""
-    server: MCPServer = MCPServer("openfable", title="OpenFable", instructions=INSTRUCTIONS)
+    server: MCPServer = _Server("openfable", title="OpenFable", instructions=INSTRUCTIONS)
     for tool, options in _TOOLS:
         server.add_tool(tool, description=inspect.cleandoc(tool.__doc__ or ""), **options)
     return server

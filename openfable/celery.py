@@ -8,11 +8,15 @@ from contextlib import contextmanager
 
 from celery import Celery
 
+from openfable.worker_heartbeat import HeartbeatStep
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openfable.settings")
 
 app = Celery("openfable")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# Every worker writes a heartbeat while it runs, so that the health check tells busy from dead.
+app.steps["worker"].add(HeartbeatStep)
 
 
 @app.on_after_configure.connect

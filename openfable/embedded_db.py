@@ -51,6 +51,13 @@ SHARED_BUFFERS_MIN_MB = 128
 SHARED_BUFFERS_MAX_MB = 4096
 
 
+# Importing the settings starts the server: every process of `make run`, each manage.py call and the
+# worker find it running. The test suite turns this off before the settings load
+# (tests/embedded_database.py) and starts the server in the fixture that sets up the test
+# database, so that collecting tests, or running those that never touch the database, starts none.
+START_WITH_SETTINGS = True
+
+
 @dataclass(frozen=True)
 class EmbeddedDatabase:
     data_dir: Path
@@ -69,6 +76,13 @@ class EmbeddedDatabase:
 
     def url(self, name: str = DATABASE_NAME) -> str:
         return f"postgresql://{_SUPERUSER}@/{name}?host={self.socket_dir}"
+
+
+def planned(data_dir: Path) -> EmbeddedDatabase:
+    """How the server under ``data_dir`` is reached once started, without starting it: through a
+    socket in the data folder, pgserver's first choice (``ensure_running`` says where it is)."""
+    data_dir = data_dir.expanduser().resolve()
+    return EmbeddedDatabase(data_dir=data_dir, socket_dir=str(data_dir))
 
 
 def _quiet_pgserver_imports() -> None:

@@ -4,6 +4,14 @@ Each check is cheap and bounded: the database (a query under a statement timeout
 extension is installed), the broker (a connection with a timeout), a live worker (a ping that
 waits at most ``WORKER_PING_SECONDS``), the embedder (one tiny embedding, no paid LLM call), and
 whether an LLM is configured (its absence is not a failure: the vector paths work alone).
+A worker that misses the ping but wrote a heartbeat lately (``openfable.worker_heartbeat``) is
+alive and busy, and the check passes: only a worker with neither is down.
+
+Probes: this whole check (``GET /v1/api/health``) is the readiness probe, it fails while any part
+the app needs is away. ``GET /v1/api/health/live`` is the liveness probe of a web process: it
+answers 200 as long as the process serves requests, whatever the database or the worker do, so
+that a database restart never restarts the web servers. A worker's liveness is its own heartbeat
+(``openfable worker-alive``), never a ping, which a busy worker may answer late.
 
 The endpoint needs no sign-in, so anyone can call it in a burst: one probe runs at a time in a
 process, its answer is kept for ``CACHE_SECONDS``, and requests that come while a probe runs get
@@ -144,17 +152,32 @@ def _broker() -> str:
 
 
 def _worker() -> str:
+    """A worker that answers a ping is alive; one that does not answer in time but wrote a
+    heartbeat lately is alive and busy (its main process was late: a pool embedding a long
+    document on a small machine), not dead; with neither, none is running."""
     from openfable.celery import app, probe_app
+    from openfable.worker_heartbeat import heartbeat_stale_after, live_workers
 
     if app.conf.task_always_eager:
         return "tasks run inline (OPENFABLE_CELERY_EAGER)"
     with probe_app() as probe:
         replies = probe.control.ping(timeout=WORKER_PING_SECONDS) or []
-    if not replies:
-        raise RuntimeError(
-            f"no Celery worker answered within {WORKER_PING_SECONDS:.0f} s; start one (make run does)"
+    if replies:
+        return f"{len(replies)} worker(s) answered"
+    alive = live_workers()
+    if alive:
+        newest = alive[0]
+        running = sum(worker.active_tasks for worker in alive)
+        return (
+            f"{len(alive)} worker(s) alive but busy: no answer to a ping within "
+            f"{WORKER_PING_SECONDS:.0f} s, last heartbeat {newest.seconds_since_beat:.0f} s ago, "
+            f"{running} task(s) running"
         )
-    return f"{len(replies)} worker(s) answered"
+    stale = heartbeat_stale_after().total_seconds()
+    raise RuntimeError(
+        f"no Celery worker answered within {WORKER_PING_SECONDS:.0f} s and none wrote a heartbeat "
+        f"in the last {stale:.0f} s; start one (make run does)"
+    )
 
 
 def _embeddings() -> str:

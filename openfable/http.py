@@ -38,7 +38,12 @@ def error_response(request: HttpRequest, error: OpenFableError) -> HttpResponse:
         response = JsonResponse(error.to_dict(), status=error.status)
     else:
         response = render(request, "error.html", {"error": error}, status=error.status)
-    # A 429 or 503 that knows when to come back says it in the header clients and proxies read.
+    return with_retry_after(response, error)
+
+
+def with_retry_after(response: HttpResponse, error: OpenFableError) -> HttpResponse:
+    """``response`` with the ``Retry-After`` header of ``error``, when it knows one: a 429 or 503
+    that knows when to come back says it in the header clients and proxies read."""
     retry_after = error.details.get("retry_after_seconds")
     if isinstance(retry_after, int) and retry_after > 0:
         response["Retry-After"] = str(retry_after)
@@ -96,7 +101,7 @@ def drf_exception_handler(exc: Exception, context: dict[str, Any]) -> Any:
         logger.warning("database unavailable: %s", exc)
         exc = DATABASE_UNAVAILABLE
     if isinstance(exc, OpenFableError):
-        return Response(exc.to_dict(), status=exc.status)
+        return with_retry_after(Response(exc.to_dict(), status=exc.status), exc)
     response = exception_handler(exc, context)
     if response is None:
         return None

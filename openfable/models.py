@@ -1,4 +1,4 @@
-"""Tables of the project layer: the LLM response cache and the API tokens."""
+"""Tables of the project layer: the LLM response cache, the API tokens and the workers' heartbeats."""
 
 from __future__ import annotations
 
@@ -53,3 +53,25 @@ class ApiToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked is None
+
+
+class WorkerHeartbeat(models.Model):
+    """A Celery worker's sign of life, written every OPENFABLE_WORKER_HEARTBEAT_SECONDS by a thread
+    of its main process (``openfable.worker_heartbeat``) whether or not its pool is busy.
+
+    The health check reads it when no worker answers a ping in time: a worker whose every slot is
+    embedding a long document may answer late, and a fresh heartbeat says it is busy, not dead.
+    A worker that stops deletes its row; one that was killed leaves a row that only grows old.
+    """
+
+    name = models.CharField(max_length=255, unique=True, help_text="host:pid of the worker's main process")
+    hostname = models.CharField(max_length=255)
+    started_at = models.DateTimeField()
+    beat_at = models.DateTimeField(db_index=True)
+    active_tasks = models.PositiveIntegerField(default=0, help_text="tasks running at the last beat")
+
+    class Meta:
+        ordering = ["-beat_at"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,12 +1,16 @@
-"""Request rates per user, one count for the REST API and the MCP tools together.
+"""Request rates per user, one count for every surface: the REST API, the MCP tools and the web
+pages that run a query or start a process.
 
 OPENFABLE_API_THROTTLE_RATE holds for everyone, OPENFABLE_API_THROTTLE_RATES
 ("alice=100/minute,ci-bot=10/second") for named users. DRF's throttle keeps the count (a list of
 request times per user in the ``rate_limit`` cache, under ``throttle_user_<id>``): the REST API runs it
 on every request (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``) and the MCP server on every tool
-call (``rate_limit_check``), so a person throttled on one is throttled on the other. The PDF
-page pictures of the document page count too (``documents.views.document_page_image``): each
-one not drawn yet starts a process.
+call (``rate_limit_check``), and so do the web pages that cost as much as an API call: a query
+on the query page and a question asked on a document page (``retrieval.views``), and the PDF page
+pictures of the document page (``documents.views.document_page_image``: each one not drawn yet
+starts a process). A person throttled on one surface is throttled on all of them. Pages that only
+show what is stored (the corpus, a document's outline) are not counted: a person reading must not
+be locked out by their own script.
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ def rate_limit_check(*, user: Any) -> None:
         return
     seconds = max(1, math.ceil(throttle.wait() or 1))
     raise TooManyAttemptsError(
-        f"Too many requests: {throttle.rate} for you through the REST API and MCP together "
-        "(page pictures count too). "
+        f"Too many requests: {throttle.rate} for you on every surface together (the REST API, MCP, "
+        "and the web pages' queries, questions and page pictures). "
         f"Try again in {seconds} second{'s' if seconds != 1 else ''}.",
         code="throttled",
         details={"retry_after_seconds": seconds},

@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.utils.csp import CSP
 
 from openfable import (
     embedded_broker,  # light: starts nothing, imports no Redis client
@@ -74,6 +75,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy on every answer (SECURE_CSP below).
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     # Early: an over-size body is refused (413) before the session, CSRF or sign-in read anything.
     "openfable.request_size.RequestSizeMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -103,10 +106,27 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.csp",  # {{ csp_nonce }}
             ],
         },
     },
 ]
+
+# Content-Security-Policy (Django's own, ContentSecurityPolicyMiddleware): everything from this
+# site only, no inline script or style but those carrying the response's nonce
+# (``{{ csp_nonce }}``), no plugins, no framing, forms only to this site. The pages' scripts are
+# files (static/openfable/*.js; htmx's own indicator style is off, its rules are in app.css), so
+# a script injected into a page, through a document's text say, does not run.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "data:"],  # data: for the icons inside the stylesheets
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 # --- Database ---------------------------------------------------------------------------
 # Without OPENFABLE_DATABASE_URL the app starts its own PostgreSQL + pgvector (pgserver
@@ -116,11 +136,13 @@ EMBEDDED_DATABASE_DIR = DATA_DIR / "postgres"
 if DATABASE_URL:
     DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
 else:
-    from openfable.embedded_db import ensure_running
+    from openfable import embedded_db
 
-    DATABASES = {
-        "default": exit_on_startup_error(lambda: ensure_running(EMBEDDED_DATABASE_DIR)).django_config()
-    }
+    if embedded_db.START_WITH_SETTINGS:
+        _embedded = exit_on_startup_error(lambda: embedded_db.ensure_running(EMBEDDED_DATABASE_DIR))
+    else:  # the tests start it when one first needs the database (tests/embedded_database.py)
+        _embedded = embedded_db.planned(EMBEDDED_DATABASE_DIR)
+    DATABASES = {"default": _embedded.django_config()}
 DATABASES["default"].setdefault("TEST", {})
 # A connection that broke (the database restarted) is noticed and replaced at the next request or
 # task instead of failing every later one: long-lived processes recover by themselves.
@@ -320,6 +342,10 @@ JOB_STALL_SECONDS = env.integer("JOB_STALL_SECONDS", 900, minimum=60)
 # sent again this long after it was made, by the worker's sweep every JOB_SWEEP_SECONDS.
 JOB_UNSENT_SECONDS = env.integer("JOB_UNSENT_SECONDS", 60, minimum=1)
 JOB_SWEEP_SECONDS = env.number("JOB_SWEEP_SECONDS", 30.0, minimum=0.5)
+# Every worker writes a heartbeat this often (openfable.worker_heartbeat), busy or not; the health
+# check takes a worker whose ping is late but whose heartbeat is younger than six of these as
+# alive and busy, not dead.
+WORKER_HEARTBEAT_SECONDS = env.number("WORKER_HEARTBEAT_SECONDS", 5.0, minimum=0.5, maximum=300)
 
 # --- Web --------------------------------------------------------------------------------
 # Django's usual four, on every place a password is set (the admin, the password change and reset
@@ -368,6 +394,11 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 
+# Sharing a collection (documents.services.sharing): invitations one person may send in any 24
+# hours, and how long after someone declines one it cannot be sent to them again.
+INVITATIONS_PER_DAY = env.integer("INVITATIONS_PER_DAY", 20, minimum=1)
+INVITATION_DECLINED_DAYS = env.integer("INVITATION_DECLINED_DAYS", 30, minimum=0)
+
 # --- REST API ---------------------------------------------------------------------------
 API_WAIT_SECONDS = env.number("API_WAIT_SECONDS", 120.0, minimum=1.0)  # ?wait=true waits this long at most
 API_THROTTLE_RATE = env.string("API_THROTTLE_RATE", "1200/minute")  # requests per user
@@ -409,6 +440,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",  # the default, kept
         "api.schema.add_error_responses",
+        "api.schema.add_links",
     ],
     "ENUM_NAME_OVERRIDES": {
         "DocumentStatusEnum": "documents.models.Document.Status",
@@ -444,6 +476,9 @@ if not DEBUG:
 HTTPS = env.boolean("HTTPS", bool(DATABASE_URL) and not DEBUG)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 SECURE_SSL_REDIRECT = env.boolean("SSL_REDIRECT", HTTPS)
+# Probes reach a container over plain HTTP, past the proxy: the health checks answer them there
+# instead of sending them to https (the readiness and liveness probes, api.views.accounts).
+SECURE_REDIRECT_EXEMPT = [r"^v1/api/health(/live)?$"]
 SECURE_HSTS_SECONDS = env.integer("HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.boolean("HSTS_INCLUDE_SUBDOMAINS", HTTPS)
 SECURE_HSTS_PRELOAD = env.boolean("HSTS_PRELOAD", HTTPS)

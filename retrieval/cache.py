@@ -61,11 +61,13 @@ def cache_key(
     scope: str,
     corpus_version: int,
     fingerprint: Mapping[str, Any],
+    top_k: int | None = None,
 ) -> str:
     payload = json.dumps(
         {
             "query": query,
             "budget": token_budget,
+            "top_k": top_k,
             "mode": mode,
             "filters": dict(filters),
             "scope": scope,

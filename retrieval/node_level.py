@@ -118,11 +118,13 @@ def node_level_chunks(
     terms: NodeTerms,
     navigate: NavigatePlan,
     query_settings: QuerySettings,
+    max_chunks: int | None = None,
 ) -> NodeLevel:
     """The chosen passages of the ``selected`` documents within ``budget`` tokens, in document
     order: LLMnavigate (unless the LLM is down) and TreeExpansion fused, then packed exactly.
 
     ``vector`` ranks the nodes; ``ranks`` are the documents' fused ranks, ``titles`` their titles.
+    ``max_chunks``: the query's ``top_k``, the most passages packed (None: as many as fit).
     """
     laps = Laps()
     nodes = _fetch_nodes(selected, vector)
@@ -138,7 +140,9 @@ def node_level_chunks(
     node_paths = _node_paths(step, expansion)
     weights, trusted = _llm_trust(node_paths)
     node_fused = fuse(node_paths, weights)
-    packed, texts = _pack(node_fused, nodes, budget=budget, ranks=ranks, trusted=trusted)
+    packed, texts = _pack(
+        node_fused, nodes, budget=budget, ranks=ranks, trusted=trusted, max_chunks=max_chunks
+    )
     laps.end("packing")
     cut = ("Nothing fitted the budget whole: the best passage was cut to fit.",) if packed.truncated else ()
     found_by = {item.key: item.paths for item in node_fused}
@@ -280,6 +284,7 @@ def _pack(
     budget: int,
     ranks: Mapping[int, int],
     trusted: frozenset[int],
+    max_chunks: int | None = None,
 ) -> tuple[PackResult, dict[int, str]]:
     """The LLM's ``trusted`` picks first, then by fused score, without overlap, counted exactly."""
     partial = partly_excluded(nodes.rows.values())
@@ -301,6 +306,7 @@ def _pack(
         count=count_tokens,
         cut=truncate_to_tokens,
         document_rank=ranks,
+        max_chunks=max_chunks,
     )
 
 

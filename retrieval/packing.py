@@ -10,6 +10,8 @@ Greedy by score, never by sibling position:
    and flagged ``truncated=True`` (the best candidate of any kind when no leaf is offered).
 4. What was taken is returned in document order: document rank, then start_char.
 
+With ``max_chunks`` (a query's ``top_k``) packing also stops once that many are taken.
+
 The total never exceeds the budget, truncation included.
 """
 
@@ -64,19 +66,21 @@ def pack(
     budget: int,
     truncate: Callable[[Candidate, int], Candidate | None],
     document_rank: Mapping[int, int] | None = None,
+    max_chunks: int | None = None,
 ) -> PackResult:
     """Fill ``budget`` tokens greedily by score; see the module docstring.
 
     ``document_rank`` maps document id -> rank (0 = best) from document-level fusion;
     documents it does not name come after the ranked ones, by id.
     ``truncate(candidate, budget)`` returns the candidate cut to at most ``budget`` tokens
-    (its ``token_count`` updated), or None when it cannot.
+    (its ``token_count`` updated), or None when it cannot. ``max_chunks``: take at most that
+    many (None: as many as fit).
     """
     if budget < 0:
         raise ValueError(f"the token budget cannot be negative, got {budget}")
     ranks = document_rank or {}
     ordered = sorted(candidates, key=lambda candidate: _priority(candidate, ranks))
-    chosen, skipped = _greedy(ordered, budget)
+    chosen, skipped = _greedy(ordered, budget, max_chunks)
     truncated = False
     if not chosen and budget > 0:
         cut = _truncate_best(ordered, budget, truncate)
@@ -120,12 +124,16 @@ def _document_position(node: OutlineNode, ranks: Mapping[int, int]) -> tuple[obj
     return (_rank_key(node.document_id, ranks), node.start_char, node.end_char, node.id)
 
 
-def _greedy(ordered: Sequence[Candidate], budget: int) -> tuple[list[Candidate], list[Skipped]]:
+def _greedy(
+    ordered: Sequence[Candidate], budget: int, max_chunks: int | None = None
+) -> tuple[list[Candidate], list[Skipped]]:
     chosen: list[Candidate] = []
     skipped: list[Skipped] = []
     taken = SpanIndex()
     left = budget
     for candidate in ordered:
+        if max_chunks is not None and len(chosen) >= max_chunks:
+            break
         if taken.overlaps(candidate.node):
             skipped.append(Skipped(candidate, "overlap"))
         elif candidate.token_count > left:
@@ -166,6 +174,7 @@ def pack_exact(
     cut: Callable[[str, int], str],
     document_rank: Mapping[int, int] | None = None,
     max_repacks: int = 6,
+    max_chunks: int | None = None,
 ) -> tuple[PackResult, dict[int, str]]:
     """``pack`` on estimated token counts, re-packed until every chosen text is counted exactly.
 
@@ -182,7 +191,9 @@ def pack_exact(
         return _cut_exactly(candidate, limit, text_of=text_of, count=count, cut=cut, cut_texts=cut_texts)
 
     def pack_now(current: Sequence[Candidate]) -> PackResult:
-        return pack(current, budget=budget, truncate=truncate, document_rank=document_rank)
+        return pack(
+            current, budget=budget, truncate=truncate, document_rank=document_rank, max_chunks=max_chunks
+        )
 
     result, exact = _repack_until_exact(
         candidates, pack_now, text_of=text_of, count=count, max_repacks=max_repacks

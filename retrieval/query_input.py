@@ -7,9 +7,10 @@ import numpy as np
 from django.conf import settings
 
 from openfable.llm import llm_configured
-from retrieval.result import MODES, RetrievalInputError
+from retrieval.result import MODES, ORDERS, RetrievalInputError
 
 MAX_QUERY_CHARS = 4000
+MAX_TOP_K = 100  # chunks one query returns when asked for a count instead of a budget
 
 
 def clean_query(query: object) -> str:
@@ -62,3 +63,33 @@ def resolve_mode(mode: str | None) -> str:
     if mode not in MODES:
         raise RetrievalInputError(f"Unknown mode {mode!r}. Use one of: {', '.join(MODES)}.")
     return mode
+
+
+def check_limits(*, token_budget: object, top_k: object) -> tuple[int, int | None]:
+    """The budget a query runs under and the most chunks it returns: a ``token_budget`` (default
+    OPENFABLE_TOKEN_BUDGET_DEFAULT), or ``top_k`` chunks instead, packed under the largest budget
+    (OPENFABLE_TOKEN_BUDGET_MAX), which stays the hard limit on the text returned."""
+    if top_k is None:
+        budget = settings.TOKEN_BUDGET_DEFAULT if token_budget is None else token_budget
+        return check_budget(budget), None
+    if token_budget is not None:
+        raise RetrievalInputError(
+            "Send token_budget or top_k, not both: a budget returns the best text that fits so many "
+            "tokens, top_k the best top_k passages."
+        )
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise RetrievalInputError(
+            f"top_k must be a whole number of passages between 1 and {MAX_TOP_K}, got {top_k!r}."
+        )
+    return settings.TOKEN_BUDGET_MAX, top_k
+
+
+def check_order(order: object) -> str:
+    if order is None or order == "":
+        return ORDERS[0]
+    if order not in ORDERS:
+        raise RetrievalInputError(
+            f"Unknown order {order!r}. Use 'document' (document rank, then offset: the default) or "
+            "'score' (best first)."
+        )
+    return str(order)

@@ -7,7 +7,7 @@ for "what did the query do and why".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,6 +18,9 @@ type Mode = Literal["bipath", "vector", "llm"]
 type Routing = Literal["documents", "nodes"]
 
 MODES: tuple[str, ...] = ("bipath", "vector", "llm")
+# How the chunks of an answer are ordered: "document" (document rank, then offset: text to read
+# in order) or "score" (best first: what a framework retriever expects).
+ORDERS: tuple[str, ...] = ("document", "score")
 # ``routing`` as the original OpenFable API names it (``to_answer``).
 ROUTING_NAMES: dict[str, str] = {"documents": "document_level", "nodes": "node_level"}
 
@@ -196,6 +199,11 @@ class RetrievalResult:
     filters: Mapping[str, Any]
     notes: tuple[str, ...] = ()
     cached: bool = False
+    order: str = "document"  # of ``chunks``: see ORDERS
+    top_k: int | None = None  # the most chunks asked for, in place of a budget (None: the budget alone)
+    # Per document of the answer (``documents.selectors.document_sources``), cached with the rest:
+    # title, source_filename, format, tags, metadata.
+    sources: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def paths_run(self) -> list[str]:
@@ -221,6 +229,8 @@ class RetrievalResult:
             "filters": dict(self.filters),
             "notes": list(self.notes),
             "cached": self.cached,
+            "order": self.order,
+            "top_k": self.top_k,
         }
 
     def to_answer(self) -> dict[str, Any]:
@@ -238,16 +248,7 @@ class RetrievalResult:
             "routing": ROUTING_NAMES[self.routing],
             "total_tokens": self.total_tokens,
             "token_budget": self.token_budget,
-            "documents": [
-                {
-                    "document_id": hit.document_id,
-                    "title": hit.title,
-                    "score": hit.score,
-                    "token_count": hit.token_count,
-                }
-                for hit in self.documents
-                if hit.selected
-            ],
+            "documents": [self._document_answer(hit) for hit in self.documents if hit.selected],
             "chunks": [
                 {
                     "node_id": chunk.node_id,
@@ -270,3 +271,28 @@ class RetrievalResult:
             "notes": list(self.notes),
             "result": report,
         }
+
+    def _document_answer(self, hit: DocumentHit) -> dict[str, Any]:
+        """A document of the answer, once however many of its chunks come back: what a program
+        needs to cite it (its file's name, tags, metadata) beside its score."""
+        source = self.sources.get(hit.document_id, {})
+        return {
+            "document_id": hit.document_id,
+            "title": hit.title,
+            "score": hit.score,
+            "token_count": hit.token_count,
+            "source_filename": source.get("source_filename", ""),
+            "format": source.get("format", ""),
+            "tags": list(source.get("tags", ())),
+            "metadata": dict(source.get("metadata", {})),
+        }
+
+
+def chunks_in_order(chunks: Sequence[Chunk], order: str) -> tuple[Chunk, ...]:
+    """``chunks`` (in document order, as packing returns them) in ``order``: "score" puts the
+    best fused score first (ties: document rank, then offset); "document" keeps them as they are."""
+    if order == "score":
+        return tuple(
+            sorted(chunks, key=lambda chunk: (-chunk.scores.fused, chunk.document_rank, chunk.start_char))
+        )
+    return tuple(chunks)

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from documents.selectors import corpus_version
+from documents.selectors import corpus_version, document_sources
 from openfable.embeddings import get_embedder
 from openfable.llm import LLMUsage, llm_configured
 from retrieval import cache
@@ -67,8 +67,9 @@ from retrieval.llm_steps import COOLDOWN_DETAIL, LLMStep
 from retrieval.node_level import NavigatePlan, NodeLevel, NodeTerms, node_level_chunks
 from retrieval.query_input import (
     MAX_QUERY_CHARS,
-    check_budget,
     check_embedding,
+    check_limits,
+    check_order,
     clean_query,
     resolve_mode,
 )
@@ -86,6 +87,7 @@ from retrieval.result import (
     PathReport,
     RetrievalInputError,
     RetrievalResult,
+    chunks_in_order,
 )
 from retrieval.routing import (
     Routing,
@@ -129,7 +131,9 @@ def document_path_weights(query_settings: QuerySettings) -> dict[str, float]:
 def retrieve(
     *,
     query: str,
-    token_budget: int,
+    token_budget: int | None = None,
+    top_k: int | None = None,
+    order: str | None = None,
     mode: str | None = None,
     collection: str | int | None = None,
     documents: Sequence[int] | None = None,
@@ -141,6 +145,10 @@ def retrieve(
 ) -> RetrievalResult:
     """The most relevant text for ``query`` within ``token_budget`` tokens, in document order.
 
+    ``top_k`` asks for at most that many passages instead of a budget (not both; neither: the
+    default budget): the node level packs them by score under the largest budget, and never
+    returns documents whole. ``order`` is the order of the chunks: "document" (the default) or
+    "score" (best first).
     ``collection`` (slug or id), ``documents`` (ids) and ``tags`` (documents carrying all of
     them) restrict the corpus; ``user`` restricts it to the collections that user may read
     (None: no restriction, for trusted callers). ``query_embedding`` is the query's vector when
@@ -151,11 +159,13 @@ def retrieve(
     """
     started = time.perf_counter()
     query = clean_query(query)
-    budget = check_budget(token_budget)
+    budget, top_k = check_limits(token_budget=token_budget, top_k=top_k)
+    order = check_order(order)
     mode = resolve_mode(mode)
     request = _Query(
         text=query,
         budget=budget,
+        top_k=top_k,
         mode=mode,
         scope=resolve_scope(collection=collection, documents=documents, tags=tags, user=user),
         corpus_version=corpus_version(),
@@ -170,12 +180,16 @@ def retrieve(
         scope=request.scope.visibility,
         corpus_version=request.corpus_version,
         fingerprint=cache.settings_fingerprint(uses_llm=request.uses_llm, query_settings=request.settings),
+        top_k=request.top_k,
     )
     if use_cache and (hit := cache.cache_get(key)) is not None:
         elapsed = round((time.perf_counter() - started) * 1000, 2)
         # No stage ran and no LLM was called for this answer: say so instead of replaying them.
-        return dataclasses.replace(
-            hit, cached=True, llm_usage=LLMUsage(), timings_ms={"cache": elapsed, "total": elapsed}
+        return _presented(
+            dataclasses.replace(
+                hit, cached=True, llm_usage=LLMUsage(), timings_ms={"cache": elapsed, "total": elapsed}
+            ),
+            order,
         )
     vector = check_embedding(query_embedding)
     if vector is not None:
@@ -184,7 +198,13 @@ def retrieve(
     # A failed LLM call may be transient, a cool-down ends: do not pin a fallback answer in the cache.
     if use_cache and not any(path.failed or COOLDOWN_DETAIL in path.detail for path in result.paths):
         cache.cache_set(key, result)
-    return result
+    return _presented(result, order)
+
+
+def _presented(result: RetrievalResult, order: str) -> RetrievalResult:
+    """The result as this caller asked for it: its chunks in ``order`` (the cache keeps them in
+    document order, so both orders share one packing)."""
+    return dataclasses.replace(result, chunks=chunks_in_order(result.chunks, order), order=order)
 
 
 # -- the stages -----------------------------------------------------------------------------------
@@ -196,6 +216,7 @@ class _Query:
 
     text: str
     budget: int
+    top_k: int | None  # the most passages to return (None: as many as fit the budget)
     mode: str
     scope: Scope
     corpus_version: int
@@ -337,7 +358,7 @@ def _chunks(
     """The selected documents whole when they fit the budget, else the node level's passages."""
     routing = documents.routing
     whole = WholeDocuments()
-    if routing.whole:
+    if routing.whole and request.top_k is None:  # top_k asks for passages, never documents whole
         whole = whole_documents(
             selected=routing.selected,
             fused=routing.fused,
@@ -397,6 +418,7 @@ def _node_level(
         terms=NodeTerms(terms, lexical.term_weights, paths.get(LEXICAL)),
         navigate=_navigate_plan(request, documents.select, paths),
         query_settings=request.settings,
+        max_chunks=request.top_k,
     )
     if passage_vector is None:
         return nodes
@@ -460,6 +482,7 @@ def _result(
 ) -> RetrievalResult:
     routing, info = documents.routing, documents.info
     selected = routing.selected
+    shown = max(SHORTLIST_SIZE, len(selected))
     hits = tuple(
         DocumentHit(
             document_id=item.key,
@@ -472,7 +495,10 @@ def _result(
             selected=item.key in selected,
             vector_hits=getattr(documents.vector.scores.get(item.key), "hits", 0),
         )
-        for rank, item in enumerate(routing.fused[: max(SHORTLIST_SIZE, len(selected))])
+        for rank, item in enumerate(routing.fused)
+        # The shortlist, and every selected document (a named one may rank lower): each chunk's
+        # document is in the answer's ``documents``.
+        if rank < shown or item.key in selected
     )
     usage = documents.select.usage if documents.select is not None else LLMUsage()
     return RetrievalResult(
@@ -489,4 +515,8 @@ def _result(
         corpus_version=request.corpus_version,
         filters=request.scope.filters,
         notes=notes,
+        top_k=request.top_k,
+        # What citing them needs (file name, tags, metadata), in one read. Cached with the rest:
+        # an edit of a document's tags or metadata moves the corpus version, and so the cache key.
+        sources=document_sources(selected),
     )

@@ -14,8 +14,9 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from documents import selectors
-from openfable.errors import UserInputError
-from openfable.http import HtmxHttpRequest
+from openfable.errors import TooManyAttemptsError, UserInputError
+from openfable.http import HtmxHttpRequest, with_retry_after
+from openfable.rate_limit import rate_limit_check
 from retrieval.result import (
     LEXICAL,
     LLM_NAVIGATE,
@@ -69,7 +70,13 @@ def query_page(request: HtmxHttpRequest) -> HttpResponse:
     status = 200
     if asked:
         try:
+            # A query costs the same here as through the API: it counts in the one per-user rate.
+            rate_limit_check(user=request.user)
             result = _retrieve(values, user=request.user)
+        except TooManyAttemptsError as error:
+            # 429 for htmx too: app.js swaps a 429's fragment in, so the message shows in place.
+            context["error"] = error
+            status = error.status
         except UserInputError as error:
             context["error"] = error
             status = 200 if request.htmx else 400
@@ -78,7 +85,12 @@ def query_page(request: HtmxHttpRequest) -> HttpResponse:
             _remember(request, values)
             context["recent"] = request.session[_SESSION_KEY]["recent"]
     template = "retrieval/query.html#results" if request.htmx else "retrieval/query.html"
-    return render(request, template, context, status=status)
+    return _with_retry_after(render(request, template, context, status=status), context)
+
+
+def _with_retry_after(response: HttpResponse, context: dict[str, Any]) -> HttpResponse:
+    error = context.get("error")
+    return with_retry_after(response, error) if isinstance(error, TooManyAttemptsError) else response
 
 
 def _retrieve(values: dict[str, Any], *, user: Any) -> RetrievalResult:
@@ -106,7 +118,9 @@ def document_ask(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         query = {"query": values["query"], "budget": values["budget"], "mode": values["mode"]}
         return redirect(f"{reverse('retrieval:query')}?{urlencode({**query, 'documents': document.pk})}")
     context: dict[str, Any] = {"document": document, "spans": []}
+    status = 200
     try:
+        rate_limit_check(user=request.user)  # the same per-user rate as the query page and the API
         result = retrieve(
             query=values["query"],
             token_budget=_budget(values["budget"]),
@@ -114,6 +128,9 @@ def document_ask(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             documents=[document.pk],
             user=request.user,
         )
+    except TooManyAttemptsError as error:
+        context["error"] = error
+        status = error.status  # swapped into #answer all the same (app.js)
     except UserInputError as error:
         context["error"] = error
     else:
@@ -122,7 +139,7 @@ def document_ask(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             {"node": chunk.node_id, "start": chunk.start_char, "end": chunk.end_char}
             for chunk in result.chunks
         ]
-    return render(request, "retrieval/_ask_answer.html", context)
+    return _with_retry_after(render(request, "retrieval/_ask_answer.html", context, status=status), context)
 
 
 def _values(source: Any) -> dict[str, Any]:

@@ -58,6 +58,7 @@ def test_docker_compose_refuses_a_missing_secret_key() -> None:
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_a_production_start_passes_the_deploy_checks() -> None:
     """Debug off with a database URL: secure cookies, HTTPS redirect and HSTS, no warning."""
     db = connection.settings_dict

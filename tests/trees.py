@@ -23,8 +23,8 @@ from documents.ingestion.pipeline import flatten_tree
 from documents.ingestion.tree import LEAF, TreeNode, check_tree, kind_for_depth
 from documents.models import Document, Node
 from documents.services.trees import document_tree_replace
-from fable_benchmarks.fake_llm.server import hash_vector
 from openfable.tokens import count_tokens
+from tests.fakes.llm.server import hash_vector
 
 Embed = Callable[[list[str]], np.ndarray]
 

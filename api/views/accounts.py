@@ -1,4 +1,4 @@
-"""API tokens (/v1/api/tokens) and the health check (/v1/api/health)."""
+"""API tokens (/v1/api/tokens) and the health checks (/v1/api/health, /v1/api/health/live)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from api.serializers import (
     ErrorSerializer,
     HealthSerializer,
+    LivenessSerializer,
     TokenCreatedSerializer,
     TokenCreateSerializer,
     TokenSerializer,
@@ -80,7 +81,25 @@ class HealthView(APIView):
         },
     )
     def get(self, request: Request) -> Response:
+        """The readiness probe: 503 while a part the app needs is away (``openfable.health``)."""
         report = health()
         return Response(
             report.to_dict(), status=status.HTTP_200_OK if report.ok else status.HTTP_503_SERVICE_UNAVAILABLE
         )
+
+
+class LivenessView(APIView):
+    """The liveness probe of a web process: it answers, so it is alive. It asks nothing of the
+    database, the broker or a worker: a database restart must take the web servers out of
+    rotation (the readiness probe, /v1/api/health), never restart them."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    throttle_classes: list[type] = []
+
+    @extend_schema(
+        summary="This web process answers (no auth; touches no other part)",
+        responses={200: LivenessSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        return Response({"status": "ok"})

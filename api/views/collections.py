@@ -67,9 +67,7 @@ class CollectionListView(APIView):
         fields = data.validated_data
         collection = collection_create(name=fields["name"], slug=fields.get("slug", ""), owner=request.user)
         if fields.get("members"):
-            collection_update(
-                collection=collection, members=selectors.users_named(fields["members"]), by=request.user
-            )
+            collection_update(collection=collection, members=fields["members"], by=request.user)
         response = _shown(request, collection)
         response.status_code = status.HTTP_201_CREATED
         return response
@@ -90,8 +88,9 @@ class CollectionDetailView(APIView):
         data = CollectionWriteSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         fields = data.validated_data
-        members = selectors.users_named(fields["members"]) if "members" in fields else None
-        collection_update(collection=collection, name=fields.get("name"), members=members, by=request.user)
+        collection_update(
+            collection=collection, name=fields.get("name"), members=fields.get("members"), by=request.user
+        )
         return _shown(request, collection)
 
     @extend_schema(

@@ -37,7 +37,7 @@ from api.serializers import (
 from documents import selectors
 from documents.files import ORIGINAL_MEDIA_TYPES, original_response
 from documents.models import Document
-from documents.presenters import document_present, job_present
+from documents.presenters import document_present, job_present, tree_present
 from documents.services.document_input import DocumentInputError
 from documents.services.documents import (
     DocumentCreateResult,
@@ -185,12 +185,15 @@ class DocumentDetailView(APIView):
 class DocumentOriginalView(APIView):
     @extend_schema(
         summary="The document's file as uploaded (a text sent as text: that text, as a file)",
+        # application/octet-stream first: a generated client reads the first media type it knows,
+        # and would read text/plain (or text/html) as text where every original is bytes.
         responses={
             **{
                 (200, media_type): OpenApiResponse(
-                    OpenApiTypes.BINARY, description="the file, as an attachment"
+                    OpenApiTypes.BINARY,
+                    description="the file, as an attachment; Content-Type names its format",
                 )
-                for media_type in ORIGINAL_MEDIA_TYPES
+                for media_type in ("application/octet-stream", *ORIGINAL_MEDIA_TYPES)
             },
             **ERRORS,
         },
@@ -225,7 +228,8 @@ class DocumentTreeView(APIView):
     )
     def get(self, request: Request, pk: int) -> Response:
         document = selectors.document_get(user=request.user, pk=pk)
-        return Response(selectors.document_tree(document=document, flat=query_flag(request, "flat")))
+        # The tree's nodes alone: the /v1 answer (the other surfaces wrap them in tree_present).
+        return Response(tree_present(document, flat=query_flag(request, "flat"))["nodes"])
 
 
 class JobDetailView(APIView):

@@ -3,7 +3,7 @@ beside it (``RetrievalResult.to_answer``, the answer of every surface)."""
 
 from __future__ import annotations
 
-from django.conf import settings
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,12 +26,17 @@ class QueryView(APIView):
         fields = data.validated_data
         result = retrieve(
             query=fields["query"],
-            # Only a missing budget takes the default: 0 is refused in the engine's words, not replaced.
-            token_budget=fields.get("token_budget", settings.TOKEN_BUDGET_DEFAULT),
+            # Only a missing budget takes the default (the engine's): 0 is refused in its words, not replaced.
+            token_budget=fields.get("token_budget"),
+            top_k=fields.get("top_k"),
+            order=fields.get("order"),
             mode=fields.get("mode"),
             collection=fields.get("collection") or None,
             documents=fields.get("documents") or None,
             tags=fields.get("tags") or None,
             user=request.user,
         )
-        return Response(result.to_answer())
+        answer = result.to_answer()
+        for document in answer["documents"]:  # the REST API's own link, as on every document it shows
+            document["original"] = reverse("api:document-original", args=[document["document_id"]])
+        return Response(answer)

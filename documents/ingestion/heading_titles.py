@@ -54,7 +54,10 @@ def is_titleish(candidate: str, *, max_words: int, min_ratio: float = 0.75) -> b
     if not content:
         return False
     capitalised = sum(1 for word in content if word[0].isupper())
-    return capitalised / len(content) >= min_ratio and words[-1].lower() not in _SMALL_WORDS - {"in", "on"}
+    # A title does not end on "of" or "the" ("Terms of"), but may on a number ("Priorities for 2024").
+    last = candidate.split()[-1].strip(".,:;)")
+    ends_open = words[-1].lower() in _SMALL_WORDS - {"in", "on"} and not last[:1].isdigit()
+    return capitalised / len(content) >= min_ratio and not ends_open
 
 
 def clean_title(raw: str) -> str:

@@ -8,6 +8,7 @@ subclause ("2. SUPPLY 2.1 Purchase") ends there, and the subclause is a heading 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Sequence
@@ -18,7 +19,9 @@ LINE = re.compile(r"[^\r\n]+")
 _LINE_END = re.compile(r"[\r\n]")
 _ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
 NUMBERED = re.compile(
-    r"(?P<kw>ARTICLE|Article|SECTION|Section|PART|Part|CHAPTER|Chapter)\s+"
+    # "Section G2: HR Services": a schedule's parts numbered by a code, always with a colon.
+    r"(?P<codekw>SECTION|Section|PART|Part)\s+(?P<code>[A-Z]{1,3})(?P<codenum>\d{1,2}):(?=\s)"
+    r"|(?P<kw>ARTICLE|Article|SECTION|Section|PART|Part|CHAPTER|Chapter)\s+"
     r"(?P<kwnum>\d{1,3}(?:\.\d{1,3}){0,3}|[IVXLC]{1,7})(?=[\s.:\-\u2013\u2014])\.?"
     r"|(?P<multi>\d{1,2}(?:\.\d{1,3}){1,3})\.?(?=\s)"
     r"|(?P<one>\d{1,2})[.)](?=\s|[A-Z]{2})"  # "1.DEFINITIONS" lost its space in extraction
@@ -60,6 +63,8 @@ _CAPITAL_RANK = 15.5
 # "21. " before "a. Confidentiality", alone at its line's start.
 _CLAUSE_NUMBER_BEFORE = re.compile(r"(?:^|(?<=\n))[ \t]*(?P<number>\d{1,2}\.)[ \t]+", re.MULTILINE)
 _CLAUSE_NUMBER_CHARS = 10
+# The family of "Section G2:" headings: the code's letters follow ("coded:G"), one run per code.
+_CODED_FAMILY = "coded:"
 # A numbering that starts again under a lettered clause sits just under that letter.
 _NESTED_STEP = 0.1
 _ROMAN_ITEM = re.compile(r"[ivx]|[IVX]")
@@ -205,6 +210,9 @@ def _run_in_title_ends(text: str, title_end: int) -> bool:
 
 
 def _numbering(match: re.Match[str]) -> tuple[str, tuple[int, ...]]:
+    if match.group("code"):
+        # Counted per code: "G1", "G2" ... and "GR1", "GR2" ... are two runs (_CODED_FAMILY).
+        return f"{_CODED_FAMILY}{match.group('code')}", (int(match.group("codenum")),)
     if match.group("kw"):
         number = match.group("kwnum")
         keyword = match.group("kw").lower()
@@ -366,7 +374,8 @@ def validated_numbering(
     for low, high in itertools.pairwise(bounds):
         part = [c for c in candidates if low <= c.start < high]
         letter_runs = _lettered_runs([c for c in part if c.family == "letter"])
-        for family in ("part", "chapter", "article", "roman", "number"):
+        coded = sorted({c.family for c in part if c.family.startswith(_CODED_FAMILY)})
+        for family in ("part", "chapter", "article", "roman", "number", *coded):
             members = drop_tables_of_contents([c for c in part if c.family == family])
             chain = _best_chain(members)
             if family == "number":
@@ -395,35 +404,46 @@ def _numbers_under_letters(
     Returns the top chain and the inner headings."""
     if not letter_runs:
         return chain, []
-    single = [member for member in members if len(member.path) == 1]
+    single = [member for member in members if len(member.path) == 1]  # in document order
     inner: set[int] = set()
+    top = [c for c in chain if len(c.path) == 1]
+    top_starts = [c.start for c in top]
+    ones = [m.start for m in single if m.path == (1,)]
     for run in letter_runs:
         for before, after in itertools.pairwise(run):
-            between = [c for c in chain if len(c.path) == 1 and before.start < c.start < after.start]
-            if between and any(m.path == (1,) and before.start < m.start < between[0].start for m in single):
+            low = bisect.bisect_right(top_starts, before.start)
+            between = top[low : bisect.bisect_left(top_starts, after.start)]
+            # An inner "1." between the letter and the first of those numbers opens their run.
+            if between and bisect.bisect_right(ones, before.start) < bisect.bisect_left(
+                ones, between[0].start
+            ):
                 inner.update(id(c) for c in between)
     if inner:
         chain = _best_chain([member for member in members if id(member) not in inner])
     in_chain = {id(member) for member in chain}
+    free = [m for m in single if id(m) not in in_chain]
+    free_starts = [m.start for m in free]
     letters = [member for run in letter_runs for member in run]
+    # Where each letter's span may end, per rank: the next top number, or the next letter of its
+    # rank or above ("(A)" items inside "A. Cash Payment" do not end it). Sorted once, searched
+    # per letter: a long document has thousands of letters.
+    ends_by_rank = {
+        rank: sorted([c.start for c in chain] + [m.start for m in letters if m.rank <= rank])
+        for rank in {letter.rank for letter in letters}
+    }
     nested: list[Heading] = []
-    for run in letter_runs:
-        for letter in run:
-            # The letter's span ends at the next top number or letter of its rank or above ("(A)"
-            # items inside "A. Cash Payment" do not end it).
-            bounds = [c.start for c in chain] + [m.start for m in letters if m.rank <= letter.rank]
-            end = min((start for start in bounds if start > letter.start), default=None)
-            inside = [
-                m
-                for m in single
-                if id(m) not in in_chain and m.start > letter.start and (end is None or m.start < end)
-            ]
-            counted = _counted_from_one(inside)
-            if len(counted) >= 2:
-                for member in counted:
-                    if member.title:
-                        member.rank = letter.rank + _NESTED_STEP
-                        nested.append(member)
+    for letter in letters:
+        ends = ends_by_rank[letter.rank]
+        following = bisect.bisect_right(ends, letter.start)
+        end = ends[following] if following < len(ends) else None
+        first = bisect.bisect_right(free_starts, letter.start)
+        last = len(free) if end is None else bisect.bisect_left(free_starts, end)
+        counted = _counted_from_one(free[first:last])
+        if len(counted) >= 2:
+            for member in counted:
+                if member.title:
+                    member.rank = letter.rank + _NESTED_STEP
+                    nested.append(member)
     return chain, nested
 
 

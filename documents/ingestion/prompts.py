@@ -22,7 +22,7 @@ from documents.ingestion.tree_schema import MARKERS_JSON_SCHEMA, ROOT_JSON_SCHEM
 Message = dict[str, str]
 
 DOCUMENT_TAG = "untrusted_document"
-# The lines and phrases prompts are written with, by name: a fake model (fable_benchmarks/fake_llm)
+# The lines and phrases prompts are written with, by name: a fake model (tests/fakes/llm)
 # reads prompts with these same templates, so wording changed here is read the same way there.
 CHUNK_SIZE_PHRASE = "one coherent unit of about {words} words"
 CHUNK_LINE = "#{index} ({words} words): {excerpt}"

@@ -127,12 +127,13 @@ def collection_update(
     *,
     collection: Collection,
     name: str | None = None,
-    members: Iterable[AbstractBaseUser] | None = None,
+    members: Iterable[AbstractBaseUser | str] | None = None,
     by: Any = None,
     members_at_once: bool = False,
 ) -> Collection:
-    """Rename a collection and/or set who besides its owner may see and change it: people not yet
-    members are invited by ``by`` and become members when they accept (``documents.services.sharing``;
+    """Rename a collection and/or set who besides its owner may see and change it (people, or
+    their usernames): names not yet members are invited by ``by`` and become members when they
+    accept, whether or not an account has the name yet (``documents.services.sharing``;
     ``members_at_once`` skips that, for the operator's admin)."""
     if name is not None:
         name = name.strip()

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from documents.ingestion.extraction import Detected, ExtractionError, detect_format
 from documents.models import FILE_FORMATS, Document
+from openfable.display_text import displayable
 from openfable.errors import UserInputError
 
 TAG_MAX_CHARS = 100  # Document.tags holds CharField(max_length=100) items
@@ -51,6 +52,7 @@ class DocumentInput:
 
     text: str
     title: str
+    source_filename: str
     tags: list[str]
     metadata: dict[str, Any]
     builder: str
@@ -89,6 +91,7 @@ def document_input_clean(
     Markdown or text file is its text. Separate from ``document_create`` so that a form can show
     the same messages beside its fields before anything is written (the admin's add form does).
     """
+    source_filename = clean_filename(source_filename)
     # An empty file is refused as any empty document is, in the same words.
     detected = (
         _detect_file(content, filename=source_filename)
@@ -100,6 +103,7 @@ def document_input_clean(
     return DocumentInput(
         text=text,
         title=clean_title(title) or _default_title(text, source_filename),
+        source_filename=source_filename,
         tags=clean_tags(tags),
         metadata=clean_metadata(metadata),
         builder=clean_builder(builder),
@@ -233,18 +237,27 @@ def _metadata_check_shape(metadata: Mapping[str, Any]) -> None:
 
 
 def clean_title(title: str | None) -> str:
+    """A title without control and formatting characters (``openfable.display_text``: a NUL, a
+    right-to-left override), on every surface; an over-long one is refused, never cut."""
     if title is None:
         return ""
     if not isinstance(title, str):
         raise DocumentInputError(f"A title is text, not {type(title).__name__}.")
-    title = title.strip()
+    title = displayable(title)
     if len(title) > TITLE_MAX_CHARS:
         raise DocumentInputError(
             f"The title is {len(title)} characters; titles hold at most {TITLE_MAX_CHARS}."
         )
-    if "\x00" in title:
-        raise DocumentInputError("The title contains a NUL character; remove it.")
     return title
+
+
+def clean_filename(filename: str | None) -> str:
+    """The name a file was sent under, as stored, shown and offered back on download: without
+    control and formatting characters (``invoice_<RLO>fdp.exe`` shows as an .exe, a NUL cannot be
+    stored), and cut to TITLE_MAX_CHARS (a name only names; nothing is refused for it)."""
+    if not isinstance(filename, str):
+        return ""
+    return displayable(filename)[:TITLE_MAX_CHARS]
 
 
 def clean_builder(builder: str | None) -> str:
@@ -259,5 +272,5 @@ def clean_builder(builder: str | None) -> str:
 def _default_title(text: str, filename: str) -> str:
     if filename:
         return filename.rsplit("/", 1)[-1].rsplit(".", 1)[0][:TITLE_MAX_CHARS] or filename[:TITLE_MAX_CHARS]
-    first_line = next((line.strip(" #\t") for line in text.splitlines() if line.strip()), "Untitled")
-    return first_line[:120]
+    first_line = next((line.strip(" #\t") for line in text.splitlines() if displayable(line)), "Untitled")
+    return displayable(first_line)[:120] or "Untitled"

@@ -24,7 +24,6 @@ from documents.models import Collection, Document, IngestionJob
 from documents.services.collections import collection_resolve
 from documents.services.deletion import documents_clear
 from documents.services.document_input import (
-    TITLE_MAX_CHARS,
     DocumentInputError,
     clean_builder,
     clean_metadata,
@@ -96,7 +95,7 @@ def document_create(
     document = Document(
         collection=target,
         title=cleaned.title,
-        source_filename=source_filename[:TITLE_MAX_CHARS],
+        source_filename=cleaned.source_filename,
         content=cleaned.text,
         content_hash=content_hash,
         token_count=count_tokens(cleaned.text),
@@ -108,7 +107,7 @@ def document_create(
     if cleaned.file is None:
         document.save()
     else:
-        _document_save_with_original(document, data=cleaned.file, filename=source_filename)
+        _document_save_with_original(document, data=cleaned.file, filename=cleaned.source_filename)
     corpus_version_bump()
     job = _job_create(document=document, builder=cleaned.builder, reindex=False, queue=queue)
     return DocumentCreateResult(document=document, job=job, created=True)

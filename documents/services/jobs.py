@@ -53,6 +53,8 @@ _EMBED_GROUP = 16
 # would otherwise write the job row dozens of times a second).
 _PROGRESS_MIN_SECONDS = 1.0
 _last_written: dict[int, float] = {}
+# Who watches a job run in this process (``job_run_now(on_progress=...)``): told each recorded step.
+_watchers: dict[int, Callable[[IngestionJob], None]] = {}
 # How often the save's heartbeat thread writes (``_heartbeat_meanwhile``).
 _SAVE_HEARTBEAT_SECONDS = 2.0
 
@@ -86,6 +88,9 @@ def job_progress(
     _last_written[job.pk] = now
     job.stage, job.progress = stage, percent
     job.stage_done, job.stage_total, job.stage_started = done, total, stage_started
+    watcher = _watchers.get(job.pk)
+    if watcher is not None:
+        watcher(job)
 
 
 def job_claim(*, document_id: int, worker: str = "") -> IngestionJob | None:
@@ -140,6 +145,7 @@ def job_run_now(
     retryable: tuple[type[Exception], ...] = (),
     claimed: IngestionJob | None = None,
     worker: str = "",
+    on_progress: Callable[[IngestionJob], None] | None = None,
 ) -> JobRun | None:
     """Claim the document's newest unfinished job and run it in this process.
 
@@ -149,12 +155,16 @@ def job_run_now(
     the errors in ``retryable``: those propagate with the job left claimable, so the caller
     (Celery's retry) can run it again. None when there is nothing to run: no unfinished job,
     or the document was deleted meanwhile (logged, not an error). ``claimed``: a job the
-    caller already claimed (the agent path claims its own before it runs).
+    caller already claimed (the agent path claims its own before it runs). ``on_progress``: told
+    the job after each step it records (its stage, percent and counts), as often as the job row is
+    written (``job_progress``), e.g. for a command's progress lines.
     """
     job = claimed or job_claim(document_id=document_id, worker=worker)
     if job is None:
         logger.info("document %s: no unfinished ingestion job (deleted or already done)", document_id)
         return None
+    if on_progress is not None:
+        _watchers[job.pk] = on_progress
     try:
         document_index(job=job, embedder=embedder, tree=tree)
     except Document.DoesNotExist:
@@ -172,6 +182,7 @@ def job_run_now(
         return _ended(job, error)
     finally:
         _last_written.pop(job.pk, None)
+        _watchers.pop(job.pk, None)
     return _ended(job, None)
 
 

@@ -38,6 +38,37 @@
   });
 })();
 
+// htmx leaves a 4xx answer out of the page; a 429 ("too many requests, try again in N seconds")
+// is a fragment meant for the person (the query page's results, a document's answer box): show it.
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail.xhr.status === 429) {
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  }
+});
+
+// No inline handlers (the Content-Security-Policy refuses them): an input with data-mirror copies
+// its value to another (the budget's slider and its number), a form with data-confirm asks first.
+document.addEventListener("input", (event) => {
+  const target = event.target.closest && event.target.closest("[data-mirror]");
+  const other = target && document.querySelector(target.dataset.mirror);
+  if (other) other.value = target.value;
+});
+document.addEventListener("submit", (event) => {
+  const form = event.target.closest && event.target.closest("form[data-confirm]");
+  if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
+});
+
+// A row polled while its document indexes (data-poll-when-visible) is not asked for while the tab
+// is hidden. Here, not in an htmx trigger filter: a filter is a string htmx evaluates, which the
+// Content-Security-Policy refuses.
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const source = event.detail.elt;
+  if (source && source.hasAttribute && source.hasAttribute("data-poll-when-visible") && document.visibilityState !== "visible") {
+    event.preventDefault();
+  }
+});
+
 // "Copy context": the packed text of a query result to the clipboard.
 document.addEventListener("click", (event) => {
   const button = event.target.closest("[data-copy]");

@@ -15,11 +15,11 @@ from documents.ingestion.prompts import chunking_messages, tree_messages
 from documents.ingestion.tree_schema import tree_from_json
 from documents.models import Collection, Document
 from fable_benchmarks.command import BenchCommand
-from fable_benchmarks.fake_llm import answers, model
 from fable_benchmarks.report import COST_INGEST_HEADER, COST_QUERY_HEADER, COST_REINDEX_HEADER
 from openfable.models import LLMCacheEntry
 from openfable.tokens import count_tokens
 from tests.benchmarks import run_bench
+from tests.fakes.llm import answers, model
 
 TOPICS = ("revenue", "governance", "litigation", "hiring", "suppliers", "emissions")
 
@@ -60,6 +60,7 @@ def test_the_scripted_answers_pass_the_builders_validation_and_have_realistic_si
 
 
 @pytest.mark.django_db(transaction=True)  # the client's worker threads write the LLM cache themselves
+@pytest.mark.slow
 def test_bench_cost_counts_the_tokens_and_reindexing_unchanged_text_costs_none(tmp_path: Path) -> None:
     docs = tmp_path / "docs.jsonl"
     rows = [

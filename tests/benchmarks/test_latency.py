@@ -83,6 +83,7 @@ def test_bench_latency_times_vector_mode_and_the_bare_index_then_deletes_its_cor
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
 def test_a_kept_corpus_is_indexed_and_reused_and_the_index_survives_a_rebuild() -> None:
     report = bench_latency(
         nodes=160, nodes_per_document=40, queries=3, budget=500, keep=True, rebuild_index=True

@@ -286,6 +286,7 @@ def test_bench_structure_refuses_an_unknown_format_and_a_missing_gold(tmp_path: 
 
 
 @pytest.mark.django_db  # about 4 s: one small document through the real embedding model
+@pytest.mark.slow
 def test_bench_structure_runs_a_generated_markdown_document_through_the_builder(tmp_path: Path) -> None:
     out = io.StringIO()
     call_command(

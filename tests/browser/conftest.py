@@ -14,7 +14,10 @@ from celery.contrib.testing.worker import start_worker
 from openfable.celery import app as celery_app
 
 CHROMIUM = "/usr/bin/chromium"
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# `make screenshots` sets it to docs/screenshots; otherwise the tests' screenshots go to a folder
+# git ignores, so that a test run never rewrites the tracked ones.
+SCREENSHOTS_ENV = "SCREENSHOTS_DIR"
 WIDTHS = {"desktop": (1440, 900), "phone": (375, 812)}
 
 
@@ -69,10 +72,19 @@ def celery_worker() -> Iterator[None]:
         celery_app._after_fork()
 
 
+def screenshots_dir() -> Path:
+    """Where screenshots go: ``$SCREENSHOTS_DIR`` (docs/screenshots under `make screenshots`), else
+    var/test-screenshots, which git ignores."""
+    given = os.environ.get(SCREENSHOTS_ENV)
+    folder = Path(given).resolve() if given else REPO_ROOT / "var" / "test-screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def screenshot(page: Any, name: str) -> None:
-    """The page at desktop and phone widths, whole, under docs/screenshots/NAME-WIDTH.png."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    """The page at desktop and phone widths, whole, as NAME-WIDTH.png in ``screenshots_dir()``."""
+    folder = screenshots_dir()
     for label, (width, height) in WIDTHS.items():
         page.set_viewport_size({"width": width, "height": height})
-        page.screenshot(path=str(SCREENSHOTS / f"{name}-{label}.png"), full_page=True)
+        page.screenshot(path=str(folder / f"{name}-{label}.png"), full_page=True)
     page.set_viewport_size({"width": 1440, "height": 900})

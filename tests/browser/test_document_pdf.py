@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import FloatRect, Page, expect
 
-from tests.browser.conftest import SCREENSHOTS, WIDTHS
+from tests.browser.conftest import WIDTHS, screenshots_dir
 from tests.documents.ingestion import document_files as files
 
 # A bounding box may overrun its image by a rounding error, no more.
@@ -88,5 +88,4 @@ def test_a_pdf_node_is_shown_on_its_page_with_its_lines_marked(
         # Page 2's section sits near the top of the page, below the running header (at ~5 %).
         assert all(0.08 < top < 0.35 for top in tops) and tops == sorted(tops), f"{label}: {tops}"
         assert page.evaluate("document.documentElement.scrollWidth") <= width, f"{label}: sideways scroll"
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SCREENSHOTS / f"document-pdf-{label}.png"), full_page=True)
+        page.screenshot(path=str(screenshots_dir() / f"document-pdf-{label}.png"), full_page=True)

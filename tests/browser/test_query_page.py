@@ -86,3 +86,30 @@ def test_the_documents_picker_shows_whole_titles(signed_in: tuple[Page, Any], li
     assert f"documents={document.pk}" in page.url, "the ticked document filters the query"
     expect(page.get_by_role("checkbox", name=LONG_TITLE, exact=True)).to_be_checked()
     screenshot(page, "query")
+
+
+def test_a_throttled_query_says_so_in_place(
+    signed_in: tuple[Page, Any], live_server: Any, settings: Any
+) -> None:
+    """Issue 33 item 3: the page counts in the per-user rate, and htmx shows the 429's fragment in
+    the results (htmx leaves a 4xx out of the page unless told: app.js tells it)."""
+    from django.core.cache import caches
+
+    page, owner = signed_in
+    _indexed(owner, GUIDE, "Field guide")
+    settings.API_THROTTLE_RATES = {owner.username: "1/minute"}
+    caches["rate_limit"].clear()
+    try:
+        page.goto(f"{live_server.url}/query/")
+        page.get_by_label("What are you looking for?").fill("Where does magma reach the surface?")
+        page.get_by_role("button", name="Search").click()
+        expect(page.locator("article.chunk").first).to_be_visible(timeout=30_000)
+        with page.expect_response(lambda response: "/query/" in response.url) as answered:
+            page.get_by_role("button", name="Search").click()
+        assert answered.value.status == 429 and int(answered.value.headers["retry-after"]) > 0
+        alert = page.locator("#results [role=alert]")
+        expect(alert).to_contain_text("Too many requests")
+        expect(alert).to_contain_text("Try again in")
+        expect(page.locator("article.chunk")).to_have_count(0)
+    finally:
+        caches["rate_limit"].clear()

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import io
+import json
+from datetime import timedelta
+from pathlib import Path
+
 import pytest
+from django.core.management import call_command
+from django.utils import timezone
 
 from documents.models import Document, IngestionJob
 from documents.services.documents import document_create
@@ -70,10 +77,6 @@ def test_health_names_the_part_that_failed() -> None:
 
 def test_sweep_fails_a_stalled_job_which_reads_leave_alone() -> None:
     """Without a worker (whose timer sweeps), a person fails the stalled jobs with `openfable sweep`."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
     document = document_create(collection=CollectionFactory.create(), content=TEXT, queue=False).document
     job = job_claim(document_id=document.pk)
     assert job is not None
@@ -86,3 +89,53 @@ def test_sweep_fails_a_stalled_job_which_reads_leave_alone() -> None:
     job.refresh_from_db()
     assert job.status == IngestionJob.Status.FAILED and "The worker stopped while indexing" in job.error
     assert run_openfable("sweep")[1]["failed_stalled_jobs"] == 0, "once"
+
+
+def test_collection_create_then_index_into_it(tmp_path: Path) -> None:
+    status, made = run_openfable("collection", "create", "Annual reports")
+    assert status == 0 and made["slug"] == "annual-reports" and made["name"] == "Annual reports"
+    assert made["owner"] is None and made["document_count"] == 0
+    status, again = run_openfable("collection", "create", "Annual reports", "--slug", "annual-reports")
+    assert status == 1 and again["code"] == "conflict" and "annual-reports" in again["error"]
+    notes = tmp_path / "notes.md"
+    notes.write_text(TEXT, encoding="utf-8")
+    status, added = run_openfable("index", str(notes), "--collection", "annual-reports")
+    assert status == 0 and added["documents"][0]["collection"] == "annual-reports"
+
+
+def test_list_pages_newest_first() -> None:
+    collection = CollectionFactory.create(slug="pages")
+    made = [
+        document_create(collection=collection, content=f"Note number {n}.", queue=False).document
+        for n in range(5)
+    ]
+    # Made in one order, listed newest first (the oldest made last here): not by id.
+    for position, document in enumerate(made):
+        Document.objects.filter(pk=document.pk).update(created=timezone.now() - timedelta(minutes=position))
+    status, first = run_openfable("list", "--collection", "pages", "--limit", "2")
+    assert status == 0 and first["count"] == 5 and first["next_offset"] == 2
+    assert [entry["id"] for entry in first["documents"]] == [made[0].pk, made[1].pk]
+    status, last = run_openfable("list", "--collection", "pages", "--limit", "2", "--offset", "4")
+    assert [entry["id"] for entry in last["documents"]] == [made[4].pk] and last["next_offset"] is None
+    status, refused = run_openfable("list", "--offset", "-1")
+    assert status == 1 and "--offset" in refused["error"]
+
+
+def test_table_format_and_errors_on_stderr(indexed: Document) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("openfable", "list", "--format", "table", stdout=out, stderr=err)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "count: 1" and err.getvalue() == ""
+    header = lines[lines.index("") + 1].split()
+    assert header[:3] == ["ID", "TITLE", "COLLECTION"]
+    assert lines[-1].split()[0] == str(indexed.pk) and "sea" in lines[-1]
+
+    out = io.StringIO()
+    call_command("openfable", "tree", str(indexed.pk), "--format", "table", stdout=out)
+    assert "root" in out.getvalue() and "  " + "Tide tables" not in out.getvalue().splitlines()[0]
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.raises(SystemExit) as exit_:
+        call_command("openfable", "get", "424242", "--format", "table", stdout=out, stderr=err)
+    assert exit_.value.code == 1 and out.getvalue() == ""
+    assert json.loads(err.getvalue())["code"] == "not_found"

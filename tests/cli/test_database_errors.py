@@ -58,10 +58,12 @@ def empty_database() -> Iterator[str]:
         ["manage.py", "openfable", "reembed"],
     ],
 )
+@pytest.mark.slow
 def test_an_unmigrated_database_is_named_with_the_fix(empty_database: str, command: list[str]) -> None:
     result = _python(empty_database, *command)
     assert result.returncode == 1, result.stderr
-    answer = json.loads(result.stdout)
+    assert result.stdout == "", "an error goes to stderr"
+    answer = json.loads(result.stderr.strip().splitlines()[-1])
     assert (
         "not set up" in answer["error"]
         and "manage.py migrate" in answer["error"]
@@ -75,7 +77,8 @@ def test_an_unreachable_database_is_named_with_the_fix() -> None:
     # Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
     result = _openfable("postgresql://nobody@127.0.0.1:9/openfable", "query", "anything")
     assert result.returncode == 1, result.stderr
-    answer = json.loads(result.stdout)
+    assert result.stdout == "", "an error goes to stderr"
+    answer = json.loads(result.stderr.strip().splitlines()[-1])
     assert "Cannot reach the database" in answer["error"] and "OPENFABLE_DATABASE_URL" in answer["error"]
     assert "Traceback" not in result.stderr
 

@@ -19,6 +19,7 @@ def _write(folder: Path, name: str, data: bytes) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_index_wait_reads_a_pdf_a_word_file_and_a_page(tmp_path: Path, file_storage: Path) -> None:
     status, answer = run_openfable(
         "index",

@@ -53,8 +53,12 @@ def test_index_wait_indexes_each_file_and_prints_the_documents(
         assert document.collection == collection and document.tags == ["geo", "sea"]
         leaves = Node.objects.filter(document=document, kind=Node.Kind.LEAF).order_by("order")
         assert "".join(leaf.content for leaf in leaves) == document.content
-    progress = capsys.readouterr().err
-    assert "[1/2] indexing" in progress and "[2/2]" in progress
+    # A line per step on stderr while it runs: the step in words and the percent of the whole.
+    progress = capsys.readouterr().err.splitlines()
+    first = [line for line in progress if line.startswith("[1/2] ") and line.endswith("%)")]
+    assert any("Embedding" in line and "passages" in line for line in first), progress
+    assert any("Finding sections" in line for line in first), progress
+    assert progress[-1].startswith("[2/2] ") and "succeeded" in progress[-1]
 
 
 def test_index_without_wait_queues_the_ingestion(tmp_path: Path) -> None:

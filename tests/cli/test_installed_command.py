@@ -29,3 +29,28 @@ def test_openfable_runs_outside_the_repository(tmp_path: Path) -> None:
     )
     assert finished.returncode == 0, finished.stderr[-2000:]
     assert "--budget" in finished.stdout and "Traceback" not in finished.stderr
+
+
+def test_the_script_names_itself_openfable_without_djangos_options() -> None:
+    from tests.conftest import REPO_ROOT
+
+    # The script's main() from this checkout (the installed script may point at another one).
+    finished = subprocess.run(
+        [sys.executable, "-c", "from openfable.cli import main; main()", "--help"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert finished.stdout.startswith("usage: openfable [-h] SUBCOMMAND")
+    assert "--settings" not in finished.stdout and "--traceback" not in finished.stdout
+    listing = subprocess.run(
+        [sys.executable, "-c", "from openfable.cli import main; main()", "list", "--help"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert listing.stdout.startswith("usage: openfable list") and "--offset" in listing.stdout
+    assert "--format {json,table}" in listing.stdout and "--pythonpath" not in listing.stdout

@@ -663,6 +663,7 @@ def _big_spec(sections: int) -> Sec:
     )
 
 
+@pytest.mark.slow
 def test_edits_of_a_large_tree_take_a_bounded_number_of_queries(
     django_assert_max_num_queries: Callable[..., Any],
 ) -> None:
@@ -785,6 +786,7 @@ def _move_near(nodes: list[Node], node: Node, b: int) -> None:
         max_size=10,
     )
 )
+@pytest.mark.slow
 def test_any_sequence_of_edits_and_undos_keeps_the_text_and_undoes_exactly(
     steps: list[tuple[str, int, int]],
 ) -> None:

@@ -174,6 +174,7 @@ def test_a_job_reports_the_extracting_stage_page_by_page(
     assert extracting == [(0.0, 0, 0), (0.33, 1, 3), (0.67, 2, 3), (1.0, 3, 3)]
 
 
+@pytest.mark.slow
 def test_an_export_carries_a_files_text_and_pages_and_imports_them(file_storage: Path) -> None:
     import io
     import json

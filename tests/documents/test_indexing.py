@@ -14,11 +14,11 @@ from documents.models import Document, IngestionJob, Node
 from documents.services.documents import document_create, document_reindex
 from documents.services.job_queue import job_fail
 from documents.services.jobs import MemoEmbedder, document_index, job_claim
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
 from openfable.celery import app as celery_app
 from openfable.embeddings import Embedder, RemoteEmbedder, get_embedder
 from openfable.tokens import count_tokens
 from tests.factories import CollectionFactory
+from tests.fakes.llm.server import ScriptedOpenAIServer
 
 TEXT = (
     "# Field guide\n\nA short guide to volcanoes and their eruptions.\n\n"
@@ -180,6 +180,7 @@ def test_reindex_replaces_the_tree_and_keeps_a_persons_edits() -> None:
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_a_failed_reindex_keeps_the_old_tree_shows_the_error_and_can_be_retried(
     scripted_openai: ScriptedOpenAIServer,
 ) -> None:

@@ -19,10 +19,10 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from documents.models import Document, IngestionJob, Node
 from documents.services.documents import document_create, document_reindex
 from documents.services.jobs import document_index, job_claim
-from fable_benchmarks.fake_llm import answers, reading
-from fable_benchmarks.fake_llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay, status
 from openfable.models import LLMCacheEntry
 from tests.factories import CollectionFactory
+from tests.fakes.llm import answers, reading
+from tests.fakes.llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay, status
 
 pytestmark = pytest.mark.django_db
 
@@ -184,6 +184,7 @@ def test_reindexing_unchanged_text_costs_nothing(llm: ScriptedOpenAIServer) -> N
     assert document.builder == Document.Builder.LLM
 
 
+@pytest.mark.slow
 def test_a_long_document_goes_in_windows_and_parts_merged_under_one_root(
     llm: ScriptedOpenAIServer, settings: SettingsWrapper
 ) -> None:
@@ -216,6 +217,7 @@ _LINES = st.lists(st.lists(_WORDS, min_size=1, max_size=12), min_size=1, max_siz
     max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(lines=_LINES, data=st.data())
+@pytest.mark.slow
 def test_llm_leaves_partition_the_text_exactly(
     llm: ScriptedOpenAIServer, lines: list[list[str]], data: Any
 ) -> None:

@@ -58,6 +58,7 @@ def test_job_progress_is_a_percentage() -> None:
         IngestionJobFactory.create(progress=101)
 
 
+@pytest.mark.slow
 def test_nearest_neighbour_query_uses_the_hnsw_index() -> None:
     document = DocumentFactory.create()
     root = NodeFactory.create(document=document, order=0)

@@ -22,6 +22,7 @@ from api.serializers import (
     QueryChunkSerializer,
     QueryDocumentSerializer,
     QueryResponseSerializer,
+    RetrievalReportSerializer,
 )
 from documents.models import Document, IngestionJob, Node
 from documents.services.collections import collection_update
@@ -94,6 +95,9 @@ def _rest(owner: Person, corpus: Corpus) -> dict[str, Any]:
         "meta": get(f"documents/{corpus.document.pk}?meta_only=true"),
         "listed": listed[0],
         "node": get(f"nodes/{corpus.node.pk}"),
+        "tree": get(f"documents/{corpus.document.pk}/tree"),
+        "flat": get(f"documents/{corpus.document.pk}/tree?flat=true"),
+        "page": get("documents?limit=2&offset=1"),
         "job": get(f"jobs/{corpus.job.pk}"),
         "queued": get(f"jobs/{corpus.queued.pk}"),
         "collection": get(f"collections/{owner.collection.slug}"),
@@ -116,6 +120,9 @@ def _mcp(url: str, owner: Person, corpus: Corpus) -> dict[str, Any]:
                 "meta": await call(client, "get_document", document_id=corpus.document.pk, meta_only=True),
                 "listed": listed["documents"][0],
                 "node": await call(client, "get_node", node_id=corpus.node.pk),
+                "tree": await call(client, "get_tree", document_id=corpus.document.pk),
+                "flat": await call(client, "get_tree", document_id=corpus.document.pk, flat=True),
+                "page": await call(client, "list_documents", limit=2, offset=1),
                 "job": await call(client, "job_status", job_id=corpus.job.pk),
                 "queued": await call(client, "job_status", job_id=corpus.queued.pk),
                 "collection": next(found for found in collections if found["slug"] == "volcanoes"),
@@ -140,6 +147,9 @@ def _cli(corpus: Corpus) -> dict[str, Any]:
         "meta": run("get", str(corpus.document.pk), "--meta-only"),
         "listed": run("list", "--status", "indexed")["documents"][0],
         "node": run("node", str(corpus.node.pk)),
+        "tree": run("tree", str(corpus.document.pk)),
+        "flat": run("tree", str(corpus.document.pk), "--flat"),
+        "page": run("list", "--limit", "2", "--offset", "1"),
         "job": run("jobs", "--job", str(corpus.job.pk)),
         "queued": run("jobs", "--job", str(corpus.queued.pk)),
         "collection": next(found for found in collections if found["slug"] == "volcanoes"),
@@ -164,6 +174,29 @@ def test_every_surface_answers_the_same_fields_for_the_same_object(
     # The REST API adds its own link to the file as uploaded; nothing else differs.
     for name in ("document", "meta", "listed"):
         assert rest[name].pop("original") == f"/v1/api/documents/{corpus.document.pk}/original"
+    for entry in rest["query"]["documents"]:
+        assert entry.pop("original") == f"/v1/api/documents/{entry['document_id']}/original"
+
+    # A tree and a page of documents: one envelope for MCP and the command line; the REST API's
+    # /v1 envelope holds the same entities (docs/rest-api.md, "One shape per entity").
+    for name in ("tree", "flat"):
+        assert mcp[name] == cli[name], name
+        assert rest.pop(name) == mcp.pop(name)["nodes"] == cli.pop(name)["nodes"], name
+    rest_page, mcp_page, cli_page = rest.pop("page"), mcp.pop("page"), cli.pop("page")
+    assert mcp_page == cli_page
+    assert set(mcp_page) == {"count", "offset", "limit", "next_offset", "documents"}
+    assert (mcp_page["count"], mcp_page["offset"], mcp_page["limit"], mcp_page["next_offset"]) == (
+        3,
+        1,
+        2,
+        None,
+    )
+    for entry in rest_page["results"]:
+        assert entry.pop("original").endswith("/original")
+    assert rest_page["results"] == mcp_page["documents"] and rest_page["count"] == mcp_page["count"]
+    assert [entry["id"] for entry in mcp_page["documents"]] == [
+        document.pk for document in Document.objects.order_by("-created", "-id")[1:3]
+    ], "newest first"
     rest["query"], mcp["query"], cli["query"] = (_same_call(each["query"]) for each in (rest, mcp, cli))
     for name in rest:
         assert rest[name] == mcp[name], name
@@ -198,5 +231,6 @@ def test_every_surface_answers_the_same_fields_for_the_same_object(
     assert set(rest["collection"]) == set(CollectionSerializer().fields)
     assert set(found) == set(QueryResponseSerializer().fields)
     assert set(found["chunks"][0]) == set(QueryChunkSerializer().fields)
-    assert set(found["documents"][0]) == set(QueryDocumentSerializer().fields)
+    assert set(found["documents"][0]) | {"original"} == set(QueryDocumentSerializer().fields)
+    assert set(found["result"]) | set(_PER_CALL) == set(RetrievalReportSerializer().fields)
     assert Document.objects.get(pk=corpus.document.pk).metadata == document["metadata"]

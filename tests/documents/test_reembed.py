@@ -23,11 +23,11 @@ from documents.services.collection_indexes import collection_index_ensure
 from documents.services.documents import document_create
 from documents.services.jobs import document_index, job_claim
 from documents.services.reembed import nodes_reembed
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
 from openfable.checks import stored_embedding_dimensions
 from openfable.embeddings import LOCAL_DIMENSIONS, LOCAL_MODEL_NAME, get_embedder
 from tests.cli import run_openfable as run
 from tests.factories import CollectionFactory
+from tests.fakes.llm.server import ScriptedOpenAIServer
 
 TEXT = (
     "# Field guide\n\nA short guide to volcanoes and their eruptions.\n\n"

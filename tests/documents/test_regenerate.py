@@ -25,9 +25,9 @@ from documents.services.nodes.summary import (
     SummaryModelError,
     node_summary_regenerate,
 )
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer, status
 from openfable.errors import ConflictError, UserInputError
 from tests.factories import DocumentFactory, UserFactory
+from tests.fakes.llm.server import ScriptedOpenAIServer, status
 from tests.trees import sec, sec_text, sec_tree, tree_save
 
 pytestmark = pytest.mark.django_db

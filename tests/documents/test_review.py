@@ -31,8 +31,8 @@ from documents.review import (
 from documents.selectors import document_review, document_review_rows
 from documents.services.nodes import node_update
 from documents.services.reembed import nodes_embed_stale
-from fable_benchmarks.fake_llm.server import hash_vector
 from tests.factories import DocumentFactory
+from tests.fakes.llm.server import hash_vector
 from tests.trees import TEST_EMBEDDING_MODEL, sec, sec_text, sec_tree, tree_save
 
 DIMENSIONS = 8

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
 from openfable.llm_endpoints import forget_endpoints
+from tests.fakes.llm.server import ScriptedOpenAIServer
 
 
 @pytest.fixture(autouse=True)

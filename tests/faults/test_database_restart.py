@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer, delay
 from openfable import embedded_broker
 from openfable.embeddings import LOCAL_DIMENSIONS
 from openfable.runner import _web_server_command
 from tests.conftest import REPO_ROOT
+from tests.fakes.llm.server import ScriptedOpenAIServer, delay
 from tests.faults.processes import (
     PrivateCluster,
     answers,
@@ -219,7 +219,8 @@ def test_a_stopped_database_fails_requests_fast_and_the_same_processes_recover(s
         f"openfable query with the database stopped: exit {command.returncode} in {time.monotonic() - started:.1f} s"
     )
     assert command.returncode == 1, command.stdout + command.stderr
-    said = json.loads(command.stdout)
+    assert command.stdout == "", "an error goes to stderr"
+    said = json.loads(command.stderr.strip().splitlines()[-1])
     assert said["error"].startswith("Cannot reach the database"), said
     assert "Traceback" not in command.stderr, command.stderr
 

@@ -4,6 +4,7 @@ sized at each start, and a start that cannot have it falls back to PostgreSQL's 
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 from tests.faults.processes import PrivateCluster
 
@@ -15,6 +16,7 @@ def _shared_buffers(url: str) -> str:
     return str(row[0])
 
 
+@pytest.mark.slow  # starts a cluster of its own three times
 def test_the_buffer_cache_is_set_at_each_start_and_an_impossible_one_falls_back(
     private_cluster: PrivateCluster,
 ) -> None:

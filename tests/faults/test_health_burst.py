@@ -29,13 +29,13 @@ from django.utils import timezone
 
 from documents.models import Document, IngestionJob
 from documents.services.documents import document_create
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
 from openfable import embedded_broker
 from openfable.api_tokens import token_create
 from openfable.embeddings import LOCAL_DIMENSIONS
 from openfable.runner import _web_server_command, worker_command
 from tests.conftest import REPO_ROOT
 from tests.factories import CollectionFactory, UserFactory
+from tests.fakes.llm.server import ScriptedOpenAIServer
 from tests.faults.processes import answers, app_environment, free_port, stop_process, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -1,6 +1,6 @@
 """The LLM and the embedding server failing in the middle of an ingestion, over real HTTP.
 
-A scripted OpenAI-compatible server (fable_benchmarks/fake_llm/server.py) plays both services. The first
+A scripted OpenAI-compatible server (tests/fakes/llm/server.py) plays both services. The first
 calls of a re-index succeed; then the server answers HTTP 500, 429, a body that is not JSON, an
 answer that is not JSON, or nothing within the timeout. The job runs through ``job_run_now``, the
 sequence the Celery task runs. What must hold: the client retries a bounded number of times, with
@@ -22,8 +22,12 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from documents.models import Document, IngestionJob, Node
 from documents.services.documents import document_create, document_reindex, job_retry
 from documents.services.jobs import job_run_now
-from fable_benchmarks.fake_llm import answers, reading
-from fable_benchmarks.fake_llm.server import (
+from openfable.embeddings import LOCAL_DIMENSIONS, get_embedder
+from openfable.models import LLMCacheEntry
+from retrieval.services import retrieve
+from tests.factories import CollectionFactory
+from tests.fakes.llm import answers, reading
+from tests.fakes.llm.server import (
     EMBEDDINGS_PATH,
     RecordedRequest,
     ScriptedOpenAIServer,
@@ -31,10 +35,6 @@ from fable_benchmarks.fake_llm.server import (
     delay,
     status,
 )
-from openfable.embeddings import LOCAL_DIMENSIONS, get_embedder
-from openfable.models import LLMCacheEntry
-from retrieval.services import retrieve
-from tests.factories import CollectionFactory
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.django_db]
 

@@ -24,11 +24,11 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from documents.models import Document, Node
 from documents.services.documents import document_create, document_reindex
 from documents.services.jobs import job_run_now
-from fable_benchmarks.fake_llm import answers
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
 from openfable.embeddings import LOCAL_DIMENSIONS, get_embedder
 from retrieval.services import retrieve
 from tests.factories import CollectionFactory
+from tests.fakes.llm import answers
+from tests.fakes.llm.server import ScriptedOpenAIServer
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

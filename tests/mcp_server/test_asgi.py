@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import socket
+import time
+
 import httpx2
 import pytest
+from pytest_django.fixtures import Settings
 from starlette.testclient import TestClient
 
 from tests.mcp_server.conftest import TRANSPORTS, Person, connect, run_async
@@ -34,7 +38,7 @@ def test_every_mcp_endpoint_refuses_a_request_without_a_token(live_url: str, per
     for answer in answers:
         assert answer.status_code == 401, answer.text
         assert answer.headers["www-authenticate"] == "Bearer"
-        assert answer.json()["error"]["code"] == "not_authenticated"
+        assert answer.json()["error"]["data"]["code"] == "not_authenticated"
 
 
 def test_an_unknown_or_revoked_token_is_refused(live_url: str, person: Person) -> None:
@@ -45,7 +49,7 @@ def test_an_unknown_or_revoked_token_is_refused(live_url: str, person: Person) -
             answer = http.post("/v1/mcp", json=INITIALIZE, headers=headers)
             assert answer.status_code == 401, answer.text
             assert answer.headers["www-authenticate"] == 'Bearer error="invalid_token"'
-            assert "revoked" in answer.json()["error"]["message"]
+            assert "revoked" in answer.json()["error"]["data"]["message"]
             assert http.get("/v1/mcp/sse", headers={"Authorization": f"Bearer {key}"}).status_code == 401
 
 
@@ -95,7 +99,7 @@ def test_a_host_not_in_allowed_hosts_is_refused(live_url: str, person: Person) -
     with httpx2.Client(base_url=live_url, timeout=10) as http:
         answer = http.post("/v1/mcp", json=INITIALIZE, headers=headers)
     assert answer.status_code == 421
-    assert answer.json()["error"]["code"] == "invalid_host"
+    assert answer.json()["error"]["data"]["code"] == "invalid_host"
 
 
 def test_an_origin_of_another_site_is_refused(live_url: str, person: Person) -> None:
@@ -105,6 +109,21 @@ def test_an_origin_of_another_site_is_refused(live_url: str, person: Person) -> 
         assert http.post("/v1/mcp", json=INITIALIZE, headers=headers).status_code == 403
         same_site = {**headers, "Origin": live_url}
         assert http.post("/v1/mcp", json=INITIALIZE, headers=same_site).status_code == 200
+
+
+def test_an_origin_on_another_port_of_the_same_host_is_refused(live_url: str, person: Person) -> None:
+    # Before: only the host was compared, so a page of another local app (any port) got through.
+    port = int(live_url.rsplit(":", 1)[1])
+    other = live_url.replace(f":{port}", f":{port + 1 if port < 65535 else port - 1}")
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {person.key}", "Origin": other}
+    with httpx2.Client(base_url=live_url, timeout=10) as http:
+        for path in ("/v1/mcp", "/v1/mcp/sse"):
+            answer = http.post(path, json=INITIALIZE, headers=headers)
+            assert answer.status_code == 403, (path, answer.text)
+            assert answer.json()["error"]["data"]["code"] == "invalid_origin"
+            assert "same scheme, host and port" in answer.json()["error"]["message"]
+        https = {**headers, "Origin": live_url.replace("http://", "https://")}
+        assert http.post("/v1/mcp", json=INITIALIZE, headers=https).status_code == 403
 
 
 # WhiteNoise hands Django a synchronous file iterator, which Django's ASGI handler reads in a
@@ -129,4 +148,59 @@ def test_without_the_lifespan_the_mcp_endpoints_say_what_is_missing(person: Pers
     client = TestClient(with_mcp(get_asgi_application()), base_url="http://127.0.0.1:8000")
     answer = client.post("/v1/mcp", json=INITIALIZE, headers={"Authorization": f"Bearer {person.key}"})
     assert answer.status_code == 503
-    assert "lifespan" in answer.json()["error"]["message"]
+    assert "lifespan" in answer.json()["error"]["data"]["message"]
+
+
+def _raw_request(live_url: str, head: str, body: bytes, *, wait: float = 10.0) -> tuple[int, float, bytes]:
+    """Send ``head`` and part of a body over a socket, never the rest; the status of the answer,
+    how long it took, and the answer's bytes. No answer within ``wait`` fails the test."""
+    host, port = live_url.removeprefix("http://").split(":")
+    started = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=wait) as sock:
+        sock.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
+        answer = b""
+        try:
+            while b"}}" not in answer:  # the end of the error body
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        except TimeoutError:
+            if not answer:
+                pytest.fail(f"no answer within {wait} s: the server waited for the whole body")
+    status = int(answer.split(b" ", 2)[1])
+    return status, time.monotonic() - started, answer
+
+
+def test_an_upload_declared_too_large_is_refused_before_its_body_is_read(
+    live_url: str, person: Person, settings: Settings
+) -> None:
+    # Twelve files of 45 MB, declared: over the ten files of OPENFABLE_MAX_FILE_BYTES a multipart
+    # body may carry. The server answers 413 without waiting for them (before: it read the whole
+    # body first, 36 s for 450 MB). Only the first kilobyte is ever sent.
+    declared = 12 * 45 * 1024 * 1024
+    assert declared > settings.MULTIPART_MAX_BYTES
+    head = (
+        "POST /v1/api/documents HTTP/1.1\nHost: 127.0.0.1\n"
+        f"Authorization: Bearer {person.key}\n"
+        "Content-Type: multipart/form-data; boundary=xyz\n"
+        f"Content-Length: {declared}\n"
+    )
+    status, seconds, answer = _raw_request(live_url, head, b"--xyz\r\n" + b"a" * 1024)
+    assert status == 413 and seconds < 5, (status, seconds)
+    assert b'"too_large"' in answer and b"Send fewer or smaller files" in answer
+
+
+def test_a_chunked_body_is_read_only_until_it_passes_the_limit(
+    live_url: str, person: Person, settings: Settings
+) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    chunk = b'{"text": "' + b"a" * 20_000
+    head = (
+        "POST /v1/api/documents HTTP/1.1\nHost: 127.0.0.1\n"
+        f"Authorization: Bearer {person.key}\n"
+        "Content-Type: application/json\nTransfer-Encoding: chunked\n"
+    )
+    # One chunk over the limit, and the body never ends: the answer cannot wait for its end.
+    status, _, answer = _raw_request(live_url, head, f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+    assert status == 413 and b'"too_large"' in answer

@@ -78,3 +78,25 @@ def test_bad_files_come_back_as_tool_errors_in_words(
             assert old_word.is_error and "save it as .docx or PDF" in _text(old_word)
 
     run_async(scenario)
+
+
+def test_a_file_name_with_nul_and_a_right_to_left_override_is_stored_clean(
+    live_url: str, person: Person, file_storage: Path
+) -> None:
+    """Before: a NUL in the filename failed at the database (an unhandled error with its
+    traceback), and a right-to-left override survived into the name a download saves under."""
+    data = base64.b64encode(b"# Invoice\n\nPay within thirty days.\n").decode()
+
+    async def scenario() -> None:
+        async with connect(live_url, "streamable-http", person.key) as client:
+            added = await _call(
+                client, "ingest_document", content_base64=data, filename="invoice_\u202efdp.exe\x00.md"
+            )
+            assert added["document"]["source_filename"] == "invoice_fdp.exe.md"
+            assert added["document"]["title"] == "invoice_fdp.exe"
+            titled = await _call(
+                client, "ingest_document", text="Tides turn twice a day.", title="Tide\u202e\x00 tables\u200b"
+            )
+            assert titled["document"]["title"] == "Tide tables"
+
+    run_async(scenario)

@@ -49,7 +49,7 @@ def test_rest_requests_count_against_mcp_calls(live_url: str, slow_person: Perso
     assert throttled.is_error, "MCP answered while the same user is throttled on REST"
     error = throttled.structured_content["error"]
     assert error["code"] == "throttled" and error["details"]["retry_after_seconds"] > 0
-    assert "Try again in" in throttled.content[0].text and "REST API and MCP together" in error["message"]
+    assert "Try again in" in throttled.content[0].text and "every surface together" in error["message"]
 
 
 def test_mcp_calls_count_against_rest_requests(live_url: str, slow_person: Person) -> None:

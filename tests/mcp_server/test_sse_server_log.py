@@ -68,7 +68,7 @@ def test_an_sse_stream_refused_for_its_origin_answers_403_and_logs_no_exception(
         for _ in range(3):
             refused = http.get("/v1/mcp/sse", headers=headers)
             assert refused.status_code == 403, refused.text
-            assert refused.json()["error"]["code"] == "invalid_origin"
+            assert refused.json()["error"]["data"]["code"] == "invalid_origin"
         # The same server still opens a stream for a client of its own site.
         own = {"Authorization": f"Bearer {key}"}
         with http.stream("GET", "/v1/mcp/sse", headers=own) as events:

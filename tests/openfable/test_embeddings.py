@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fable_benchmarks.fake_llm.server import EmbeddingReply, ScriptedOpenAIServer, delay, hash_vector, status
 from openfable.embeddings import (
     Embedder,
     EmbeddingDimensionError,
@@ -15,6 +14,7 @@ from openfable.embeddings import (
     LocalE5Embedder,
     RemoteEmbedder,
 )
+from tests.fakes.llm.server import EmbeddingReply, ScriptedOpenAIServer, delay, hash_vector, status
 
 # The scripted_openai fixture (the root conftest may register it as well; pytest loads it once).
 

@@ -17,12 +17,12 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from rest_framework.test import APIClient
 
 from documents.services.nodes.summary import SummaryModelError
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer, status
 from openfable import errors
 from openfable.api_tokens import token_create
 from openfable.embeddings import EmbeddingDimensionError
 from openfable.errors import OpenFableError, ServiceUnavailableError, UserInputError
 from tests.factories import CollectionFactory, DocumentFactory, UserFactory
+from tests.fakes.llm.server import ScriptedOpenAIServer, status
 from tests.trees import sec, sec_text, sec_tree, tree_save
 
 # Each error class with the status and code it answers with: unchanged by the split.

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from fable_benchmarks.fake_llm.server import ChatReply, ScriptedOpenAIServer, delay, status
 from openfable.llm import (
     LLMClient,
     LLMConfig,
@@ -22,6 +21,7 @@ from openfable.llm import (
     litellm_model_name,
     parse_json_output,
 )
+from tests.fakes.llm.server import ChatReply, ScriptedOpenAIServer, delay, status
 
 # The scripted_openai fixture (the root conftest may register it as well; pytest loads it once).
 

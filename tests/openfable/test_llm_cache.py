@@ -13,9 +13,9 @@ from django.conf import settings as django_settings
 from django.db import connection
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer
 from openfable.llm import DatabaseLLMCache, LLMClient, LLMResult
 from openfable.models import LLMCacheEntry
+from tests.fakes.llm.server import ScriptedOpenAIServer
 
 pytestmark = pytest.mark.django_db
 

@@ -16,12 +16,6 @@ from typing import Any
 
 import pytest
 
-from fable_benchmarks.fake_llm.server import (
-    LLAMA_CPP_RESPONSE_FORMATS,
-    ScriptedOpenAIServer,
-    llama_cpp_validation_error,
-    status,
-)
 from openfable.llm import (
     LLMClient,
     LLMConfig,
@@ -41,6 +35,12 @@ from openfable.llm_endpoints import (
     with_schema_instruction,
 )
 from openfable.retry import is_transient
+from tests.fakes.llm.server import (
+    LLAMA_CPP_RESPONSE_FORMATS,
+    ScriptedOpenAIServer,
+    llama_cpp_validation_error,
+    status,
+)
 from tests.openfable.test_llm import MESSAGES, SCHEMA, DictCache
 
 # -- classification on plain data ----------------------------------------------------------------

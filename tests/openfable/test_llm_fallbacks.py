@@ -9,7 +9,6 @@ import pytest
 
 from documents.ingestion.tree_schema import TreeValidationError, parse_root_answer, tree_from_json
 from documents.services.nodes.summary import summary_from_answer
-from fable_benchmarks.fake_llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay
 from openfable.llm import (
     Fallback,
     LLMClient,
@@ -21,6 +20,7 @@ from openfable.llm import (
 )
 from openfable.llm.model_text import has_template_tokens, strip_template_tokens
 from retrieval.paths.llm import NAVIGATE_SCHEMA, ask_for_scores
+from tests.fakes.llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

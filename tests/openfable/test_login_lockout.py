@@ -127,6 +127,7 @@ def test_the_lockout_is_per_username_and_address(person: User, settings: Setting
     assert _sign_in(Client(REMOTE_ADDR="203.0.113.9"), "/accounts/login/", PASSWORD, username="grace") == 302
 
 
+@pytest.mark.slow
 def test_the_limit_and_cool_off_are_settings() -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("OPENFABLE_")}
     env |= {"OPENFABLE_LOGIN_FAILURE_LIMIT": "3", "OPENFABLE_LOGIN_COOLOFF_SECONDS": "120"}

@@ -15,6 +15,7 @@ from tests.conftest import REPO_ROOT
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_migrations_apply_to_an_empty_database() -> None:
     db = connection.settings_dict
     name = f"openfable_migrate_{uuid.uuid4().hex[:8]}"

@@ -41,6 +41,7 @@ def test_a_number_outside_its_bounds_is_named_with_its_range() -> None:
     assert "OPENFABLE_RETRIEVAL_DECAY=nan is not a finite number" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_production_start_without_a_secret_key_is_refused() -> None:
     db = connection.settings_dict
     url = f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}"
@@ -52,6 +53,7 @@ def test_a_production_start_without_a_secret_key_is_refused() -> None:
 
 
 @pytest.mark.django_db
+@pytest.mark.slow
 def test_embedding_dimensions_that_do_not_match_the_stored_vectors_are_refused() -> None:
     db = connection.settings_dict
     url = f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}"
@@ -66,6 +68,7 @@ def test_embedding_dimensions_that_do_not_match_the_stored_vectors_are_refused()
     assert _check(env, "--database", "default").returncode == 0
 
 
+@pytest.mark.slow
 def test_ocr_settings_are_named_with_their_fix() -> None:
     result = _check({"OPENFABLE_OCR": "maybe"})
     assert result.returncode != 0
@@ -73,6 +76,7 @@ def test_ocr_settings_are_named_with_their_fix() -> None:
     assert "Set OPENFABLE_OCR to one of auto, off, or unset it to use auto" in result.stderr
 
 
+@pytest.mark.slow
 def test_an_ocr_language_tesseract_lacks_is_a_warning_at_start() -> None:
     from tests.documents.ingestion.scans import require_tesseract
 

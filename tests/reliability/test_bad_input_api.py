@@ -471,6 +471,7 @@ def test_an_over_size_body_is_413_in_the_json_shape(live_url: str, person: Perso
 
 
 @pytest.mark.parametrize("bad", BAD_FILES, ids=BAD_IDS)
+@pytest.mark.slow
 def test_a_bad_file_is_refused_or_fails_its_job_in_words(
     tree: Tree, bad: BadFile, file_storage: Path
 ) -> None:

@@ -52,7 +52,6 @@ ROWS: list[tuple[str, str, dict[str, Any], str]] = [
     ("list tag with NUL", "list_documents", {"tag": "a\x00b"}, "NUL character"),
     ("51 tags", "ingest_document", {"text": "Hi.", "tags": [f"t{i}" for i in range(51)]}, "at most 50"),
     ("tag with NUL", "ingest_document", {"text": "Hi.", "tags": ["a\x00b"]}, "NUL character"),
-    ("title with NUL", "ingest_document", {"text": "Hi.", "title": "a\x00b"}, "NUL character"),
     (
         "query filtered by 51 tags",
         "query",
@@ -126,6 +125,7 @@ def test_an_offset_past_the_end_is_an_empty_page(live_url: str, person: Person) 
 # -- bad files (issue 21): refused at upload, or accepted and their job fails in words ------------
 
 
+@pytest.mark.slow
 def test_bad_files_are_refused_or_fail_their_job_in_words(
     live_url: str, person: Person, eager_tasks: None, file_storage: Path
 ) -> None:

@@ -318,6 +318,7 @@ def test_an_over_size_form_is_413_on_a_readable_page(live_url: str) -> None:
 
 
 @pytest.mark.parametrize("bad", BAD_FILES, ids=BAD_IDS)
+@pytest.mark.slow
 def test_a_bad_file_is_refused_or_fails_its_job_in_words(
     tree: Tree, bad: BadFile, file_storage: Path
 ) -> None:

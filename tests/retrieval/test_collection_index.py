@@ -92,6 +92,7 @@ def test_the_planner_uses_the_collection_index_for_its_own_filter() -> None:
 
 
 @override_settings(RETRIEVAL_COLLECTION_INDEX_MIN_NODES=1)
+@pytest.mark.slow
 def test_a_small_collection_in_a_large_table_is_searched_through_its_index_and_never_starved() -> None:
     big, small = CollectionFactory.create(), CollectionFactory.create()
     noise = _unit(6, 400)

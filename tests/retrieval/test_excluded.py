@@ -10,12 +10,12 @@ from django.conf import settings
 from documents.ingestion.tree import LEAF
 from documents.models import Document, Node
 from documents.services.nodes import node_exclude
-from fable_benchmarks.fake_llm.server import hash_vector
 from retrieval.node_level import partly_excluded
 from retrieval.paths.vector import ScoredNodeRow
 from retrieval.result import RetrievalResult
 from retrieval.services import retrieve
 from tests.factories import DocumentFactory
+from tests.fakes.llm.server import hash_vector
 from tests.trees import sec, sec_text, sec_tree, tree_save
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from fable_benchmarks.fake_llm import reading
-from fable_benchmarks.fake_llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, status
 from openfable.llm import Fallback, LLMClient, counts_since, fallback_counts, import_litellm
 from openfable.tokens import count_tokens
 from retrieval.paths.llm import (
@@ -29,6 +27,8 @@ from retrieval.paths.llm import (
 from retrieval.result import LEXICAL, LLM_NAVIGATE, LLM_SELECT, TREE_EXPANSION, VECTOR
 from retrieval.services import retrieve
 from tests.fakes.fixtures import scripted_openai  # noqa: F401
+from tests.fakes.llm import reading
+from tests.fakes.llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, status
 from tests.retrieval.test_services import MONITORING_QUERY, Corpus, _fresh_query_cache, corpus  # noqa: F401
 
 # -- parsing ---------------------------------------------------------------------------------------
@@ -182,6 +182,7 @@ def _prompt(request: dict[str, Any]) -> str:
     return str(request["messages"][-1]["content"])
 
 
+@pytest.mark.slow
 def test_bipath_uses_both_llm_paths_and_packs_the_llm_choice_first(
     llm: ScriptedOpenAIServer,
     corpus: Corpus,  # noqa: F811

@@ -1,23 +1,18 @@
-"""One query's LLM input stays under OPENFABLE_RETRIEVAL_LLM_QUERY_TOKENS: LLMselect gets its
-share, LLMnavigate what is left, each prompt counted as the server receives it (over real HTTP,
-against the scripted model of bench-cost)."""
+"""One query's LLM input stays under OPENFABLE_RETRIEVAL_LLM_QUERY_TOKENS, counted as the server
+receives it (over real HTTP, against the fake model bench-cost uses too). How the allowance is
+shared between LLMselect and LLMnavigate on a large corpus is checked on bench-latency's synthetic
+corpus, in tests/benchmarks/test_prompt_cap_synthetic_corpus.py."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
-from django.conf import settings as django_settings
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from documents.ingestion.tree import LEAF
-from documents.models import Collection, Node
-from fable_benchmarks.fake_llm.model import FableModelServer
-from fable_benchmarks.latency import generate_corpus
-from retrieval.paths.llm import select_prompt_cap
-from retrieval.result import LLM_NAVIGATE, LLM_SELECT
+from retrieval.result import LLM_SELECT
 from retrieval.services import retrieve
+from tests.fakes.llm.model import FableModelServer
 from tests.retrieval.test_services import MONITORING_QUERY, Corpus, _fresh_query_cache, corpus  # noqa: F401
 
 
@@ -30,45 +25,7 @@ def scripted(db: None, settings: SettingsWrapper) -> Iterator[FableModelServer]:
         yield server
 
 
-def _synthetic(documents: int) -> tuple[Collection, np.ndarray]:
-    """Documents of 100 nodes written through the tree service with cheap clustered vectors."""
-    collection, centres, _ = generate_corpus(
-        nodes=100 * documents,
-        per_document=100,
-        dims=django_settings.EMBEDDING_DIMENSIONS,
-        rng=np.random.default_rng(1),
-        rebuild_index=False,
-        say=lambda message: None,
-    )
-    return collection, centres
-
-
-def test_both_prompts_of_a_query_fit_its_allowance_and_navigate_gets_what_select_left(
-    scripted: FableModelServer,
-) -> None:
-    # LLMselect's shortlist of 20 (~1000 outline tokens each) and the outline of one document
-    # (~6000 tokens) are each larger than their share of the default allowance of 8000.
-    collection, centres = _synthetic(24)
-    leaf = Node.objects.filter(document__collection=collection, kind=LEAF).order_by("pk").first()
-    assert leaf is not None
-    query = " ".join(leaf.content.split()[:5])
-    result = retrieve(
-        query=query, token_budget=1000, mode="bipath", collection=collection.slug, query_embedding=centres[0]
-    )
-
-    select, navigate = result.path(LLM_SELECT), result.path(LLM_NAVIGATE)
-    assert select and navigate and select.ran and navigate.ran and not select.failed and not navigate.failed
-    served = {call.schema: call.prompt_tokens for call in scripted.calls}
-    assert set(served) == {"document_selection", "node_selection"}
-    allowance = django_settings.RETRIEVAL_LLM_QUERY_TOKENS
-    assert served["document_selection"] == select.detail["prompt_tokens"] <= select_prompt_cap(allowance)
-    assert served["node_selection"] == navigate.detail["prompt_tokens"]
-    assert select.detail["outline_omitted"] > 0 and navigate.detail["outline_omitted"] > 0, "the caps bite"
-    # Outline entries go in whole, so what select left is filled to within one entry: how many
-    # tokens that leaves over depends on the entries' lengths (their ids' digits among them).
-    assert allowance - 300 <= sum(served.values()) <= allowance, "navigate used what select left"
-
-
+@pytest.mark.slow
 def test_a_query_too_long_for_the_allowance_skips_llmselect_without_a_request(
     scripted: FableModelServer,
     settings: SettingsWrapper,

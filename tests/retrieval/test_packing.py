@@ -241,3 +241,22 @@ def test_packing_invariants_on_random_trees(problem: tuple[list[Candidate], int,
             assert any(skipped.candidate.node.overlaps(c.node) for c in result.chosen)
         else:
             assert skipped.candidate.token_count > result.tokens_left
+
+
+def test_max_chunks_stops_after_that_many_best_first() -> None:
+    t = _tree()
+    candidates = [_candidate(t["d"], 0.9), _candidate(t["a"], 0.8), _candidate(t["c"], 0.7)]
+
+    result = pack(candidates, budget=1000, truncate=_never_cut, max_chunks=2)
+
+    assert _names(t, result.chosen) == ["a", "d"]  # the two best, in document order
+    assert result.total_tokens == 50
+
+
+def test_max_chunks_skips_overlaps_without_counting_them() -> None:
+    t = _tree()
+    candidates = [_candidate(t["sec2"], 0.9), _candidate(t["d"], 0.8), _candidate(t["a"], 0.7)]
+
+    result = pack(candidates, budget=1000, truncate=_never_cut, max_chunks=2)
+
+    assert _names(t, result.chosen) == ["a", "sec2"]  # d lies inside sec2: skipped, a comes in

@@ -13,8 +13,8 @@ from documents.ingestion.heading_titles import without_heading_marks
 from documents.models import Document
 from documents.services.documents import document_create
 from documents.services.jobs import job_run_now
-from fable_benchmarks.fake_llm.server import ScriptedOpenAIServer, status
 from tests.factories import CollectionFactory, UserFactory
+from tests.fakes.llm.server import ScriptedOpenAIServer, status
 
 pytestmark = pytest.mark.django_db
 QUERY = reverse("retrieval:query")

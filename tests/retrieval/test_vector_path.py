@@ -52,6 +52,7 @@ def some_noise() -> tuple[Document, np.ndarray]:
     return _noise(400)
 
 
+@pytest.mark.slow
 def test_the_index_scan_uses_hnsw_and_the_exact_scan_does_not(noise: tuple[Document, np.ndarray]) -> None:
     document, vectors = noise
     query = vector.vector_literal(vectors[5])
@@ -107,6 +108,7 @@ def test_a_large_filtered_scope_over_fetches_then_falls_back(
     assert len(both.hits) == 20
 
 
+@pytest.mark.slow
 def test_a_large_share_of_the_corpus_tries_the_index_first(
     some_noise: tuple[Document, np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,6 +126,7 @@ def test_a_large_share_of_the_corpus_tries_the_index_first(
     assert nearest_nodes(query_vector=vectors[5], top_k=10, document_ids=[small.pk]).strategy == vector.EXACT
 
 
+@pytest.mark.slow
 def test_a_beam_spent_on_dead_tuples_never_returns_short(monkeypatch: pytest.MonkeyPatch) -> None:
     # Replaced nodes stay in the HNSW graph until VACUUM: an ef_search beam of 40 can be mostly
     # dead rows. The search widens the beam, then scans exactly, rather than return fewer than K.

@@ -5,6 +5,13 @@ A .docx is a zip: its members' sizes are read from the archive's directory first
 would expand past the limits (size or ratio) is refused before anything is decompressed. Python's
 zipfile never inflates a member past the size the directory gives it, and python-docx parses
 the XML without resolving entities, so neither a zip bomb nor an entity bomb gets through.
+
+An entity it leaves unresolved (``&company;`` declared in the file's own DTD) is a node of its own
+in the paragraph's text, and python-docx's text stops at it: everything after it in the run was
+silently lost. ``_fold_entities`` puts the text back: a declared value that is plain text (no
+further references, at most ``ENTITY_MAX_CHARS``: nothing a bomb can grow from) in its place,
+anything else (an external or nested entity) kept as written, ``&name;``, so a reader sees that
+something was there.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import zipfile
 from documents.ingestion.extraction.assemble import Block, clean_line
 from documents.ingestion.extraction.model import Deadline, ExtractionError, ExtractionLimits
 
+ENTITY_MAX_CHARS = 1_000
 _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
@@ -39,6 +47,7 @@ def docx_blocks(
             "save it again from Word and upload it again",
             code="corrupt",
         ) from None
+    _fold_entities(document.element.body)
     blocks: list[Block] = []
     page = 1
     for element in document.element.body.iterchildren():
@@ -57,6 +66,29 @@ def docx_blocks(
     # A break after the last text starts no page of its own.
     pages = max((block.page for block in blocks), default=1)
     return blocks, (pages if pages > 1 else 0)
+
+
+def _fold_entities(body: object) -> None:
+    """Each entity reference under ``body`` replaced by text: its declared value when that is
+    plain and short, else the reference as written; the text after it stays where it was."""
+    from lxml import etree
+
+    dtd = body.getroottree().docinfo.internalDTD  # type: ignore[attr-defined]
+    values = {
+        declared.name: declared.content
+        for declared in (dtd.iterentities() if dtd is not None else ())
+        if declared.content is not None
+        and "&" not in declared.content
+        and len(declared.content) <= ENTITY_MAX_CHARS
+    }
+    for entity in list(body.iter(etree.Entity)):  # type: ignore[attr-defined]
+        text = values.get(entity.name, f"&{entity.name};") + (entity.tail or "")
+        previous, parent = entity.getprevious(), entity.getparent()
+        if previous is not None:
+            previous.tail = (previous.tail or "") + text
+        else:
+            parent.text = (parent.text or "") + text
+        parent.remove(entity)
 
 
 def _page_breaks(paragraph: object) -> tuple[int, int]:

@@ -8,6 +8,7 @@ the content stream draws the lines.
 from __future__ import annotations
 
 import io
+import zipfile
 from collections.abc import Sequence
 
 from fpdf import FPDF
@@ -185,6 +186,29 @@ def heading_docx() -> bytes:
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
+
+
+def entity_docx(body: str, *, declarations: str) -> bytes:
+    """A Word file of one paragraph ``body`` (raw XML text: entity references in it stay references)
+    and a second one, "Next paragraph.", whose document.xml declares ``declarations`` in its DTD,
+    as a hand-edited or generated file may."""
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph("MARK")
+    document.add_paragraph("Next paragraph.")
+    out = io.BytesIO()
+    document.save(out)
+    source = zipfile.ZipFile(io.BytesIO(out.getvalue()))
+    edited = io.BytesIO()
+    with zipfile.ZipFile(edited, "w", zipfile.ZIP_DEFLATED) as archive:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "word/document.xml":
+                head, rest = data.decode().replace("MARK", body).split("?>", 1)
+                data = f"{head}?><!DOCTYPE w:document [{declarations}]>{rest}".encode()
+            archive.writestr(item, data)
+    return edited.getvalue()
 
 
 ARTICLE_PAGE = b"""<!DOCTYPE html>

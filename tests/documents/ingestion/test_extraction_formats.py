@@ -67,6 +67,28 @@ def test_an_html_page_has_no_page_map() -> None:
     assert extracted.pages == 0 and extracted.page_spans == ()
 
 
+def test_docx_text_after_an_entity_is_kept_and_the_entity_read_when_plain() -> None:
+    # Before: python-docx's text stopped at the unresolved entity, and "after ..." was lost.
+    data = files.entity_docx(
+        "Before &company; and &amp; after the entity.", declarations='<!ENTITY company "Acme Ltd">'
+    )
+    assert (
+        extract(data, filename="e.docx").text
+        == "Before Acme Ltd and & after the entity.\n\nNext paragraph.\n"
+    )
+
+
+def test_docx_entities_that_could_grow_are_kept_as_written_never_expanded() -> None:
+    # A billion-laughs chain and an external entity: neither is read, both are shown as written,
+    # and the text around them stays.
+    laughs = '<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">'
+    data = files.entity_docx(
+        "One &lol2; two &secret; three.",
+        declarations=f'{laughs}<!ENTITY secret SYSTEM "file:///etc/passwd">',
+    )
+    assert extract(data, filename="e.docx").text == "One &lol2; two &secret; three.\n\nNext paragraph.\n"
+
+
 def test_docx_zip_bomb_is_refused_before_decompressing() -> None:
     source = zipfile.ZipFile(io.BytesIO(files.heading_docx()))
     out = io.BytesIO()

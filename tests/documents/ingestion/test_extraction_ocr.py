@@ -80,6 +80,7 @@ def test_pictures_without_text_are_refused_after_ocr_too() -> None:
     assert error.value.code == "no_text_layer"
 
 
+@pytest.mark.slow
 def test_the_isolated_reader_gets_more_time_for_each_page_to_ocr() -> None:
     """Half a second is enough to read a typed file, not to OCR three pages: the child asks for
     OCR's time once it knows how many pages need it, and gets it."""

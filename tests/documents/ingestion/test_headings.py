@@ -669,3 +669,28 @@ def test_lettered_sub_clauses_after_their_clause_number_and_a_part_name_over_an_
     assert "a. Confidentiality" in titles and "b. Notification obligation" in titles
     # The untitled "4." under the part's name: one section, named by the part.
     assert "INDEMNIFICATION" in titles
+
+
+def test_a_title_may_end_on_a_number_but_not_on_a_small_word() -> None:
+    from documents.ingestion.heading_titles import is_titleish
+
+    assert is_titleish("Priorities for 2024", max_words=10)
+    assert not is_titleish("Terms of", max_words=10)
+
+
+def test_a_schedules_parts_numbered_by_a_code_are_headings_one_run_per_code() -> None:
+    body = "".join(f"{n}. {name}\n\n{BODY}\n\n" for n, name in enumerate(["Scope", "Price", "Term"], 1))
+    parts = "".join(
+        f"Section G{n}: {name} Services\n\n{BODY}\n\n" for n, name in enumerate(["IT", "HR", "Tax"], 1)
+    )
+    reverse = "".join(f"Section GR{n}: {name}\n\n{BODY}\n\n" for n, name in enumerate(["IT", "Legal"], 1))
+    text = (
+        f"Intro.\n\n{body}EXHIBIT A TRANSITION SERVICES\n\n{parts}EXHIBIT B REVERSE SERVICES\n\n{reverse}"
+        "As set out in Section G1 of Exhibit A.\n"
+    )
+    headings = _headings(text)
+    ranks = {heading.title: heading.rank for heading in headings}
+    assert "Section G2: HR Services" in ranks and "Section GR2: Legal" in ranks
+    assert ranks["EXHIBIT A TRANSITION SERVICES"] < ranks["Section G1: IT Services"]
+    # A mention in a sentence has no colon: no heading.
+    assert sum(title.startswith("Section G1") for title in ranks) == 1

@@ -157,9 +157,12 @@ def _report(root: TreeNode, text: str) -> str:
     return "\n".join(lines)
 
 
-# -- real documents
+# -- real documents, embedded by the real e5 model (slow: loading it and embedding whole documents)
+
+REAL_MODEL = pytest.mark.slow
 
 
+@REAL_MODEL
 @pytest.mark.parametrize(
     ("domain", "fewest", "most"), [("Finance", 3, 8), ("Law", 5, 14), ("Medical", 5, 14)]
 )
@@ -174,6 +177,7 @@ def test_dragonball_documents_get_sensible_sections(domain: str, fewest: int, mo
     assert 30 <= statistics.median(leaf_tokens) <= 160, _report(root, text)
 
 
+@REAL_MODEL
 def test_dragonball_law_judgment_keeps_its_numbered_parts() -> None:
     text = _first_of_domain("Law")
     root = _e5_tree(text)
@@ -182,6 +186,7 @@ def test_dragonball_law_judgment_keeps_its_numbered_parts() -> None:
         assert expected in titles, _report(root, text)
 
 
+@REAL_MODEL
 def test_contract_with_inline_numbered_headings() -> None:
     """CUAD: "... the parties agree as follows: 1. Fund Availability. Subject to Section 13 below,
     ..." — headings inline, references to other sections in the same sentences."""
@@ -266,6 +271,7 @@ def test_a_cuad_supply_agreement_keeps_its_headings_as_titles() -> None:
     assert not [title for title in sections if re.match(r"\d+\. .* \d+\.\d+", title)], _report(root, text)
 
 
+@REAL_MODEL
 def test_markdown_manual_headings_become_the_tree() -> None:
     text = MANUAL.read_text(encoding="utf-8")
     assert len(text.split()) > 3000
@@ -287,6 +293,7 @@ def test_markdown_manual_headings_become_the_tree() -> None:
     assert "3.2 Choosing a location for the sensor array" in [child.title for child in installation.children]
 
 
+@REAL_MODEL
 def test_unstructured_text_is_grouped_into_sections_with_key_phrase_titles() -> None:
     text = _first_of_domain("Finance")
     root = _e5_tree(text)

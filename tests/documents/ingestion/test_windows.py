@@ -104,6 +104,7 @@ def _windowed_boundaries(draw: st.DrawFn) -> tuple[int, list[tuple[int, int]], l
 
 @settings(max_examples=300, deadline=None)
 @given(_windowed_boundaries())
+@pytest.mark.slow
 def test_property_merged_boundaries_are_ordered_unique_and_cover(
     case: tuple[int, list[tuple[int, int]], list[list[int]]],
 ) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fable_benchmarks.fake_llm.server import ChatReply, ScriptedOpenAIServer, hash_vector, status
+from tests.fakes.llm.server import ChatReply, ScriptedOpenAIServer, hash_vector, status
 
 # The scripted_openai fixture (the root conftest may register it as well; pytest loads it once).
 

@@ -25,7 +25,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from fable_benchmarks.fake_llm.reading import (
+from tests.fakes.llm.reading import (
     CHUNK_LINE_PATTERN,
     OUTLINE_DOCUMENT,
     OUTLINE_NODE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from documents.ingestion.prompts import chunking_messages, feedback_messages, merge_messages, tree_messages
-from fable_benchmarks.fake_llm import answers, reading
+from tests.fakes.llm import answers, reading
 
 TEXT = "# Guide\n\nVolcanoes form where magma rises.\n\n## Eruptions\n\nSome erupt gently, some explode.\n"
 

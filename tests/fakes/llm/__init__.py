@@ -1,4 +1,4 @@
-"""The one fake LLM: an OpenAI-compatible HTTP server for tests and ``bench-cost``.
+"""The one fake LLM: an OpenAI-compatible HTTP server for the tests and ``bench-cost``.
 
 The product's real client stack (litellm -> openai SDK -> httpx) talks to it over HTTP, so
 retries, timeouts, usage accounting and JSON parsing run as they do against a hosted model.
@@ -13,7 +13,7 @@ retries, timeouts, usage accounting and JSON parsing run as they do against a ho
 - ``model``: ``FableModelServer``, the server answering every prompt with ``answer`` and counting
   tokens as OpenAI bills them (what ``bench-cost`` measures against).
 
-It lives here, in the dev-only benchmarks package, because both the tests and the benchmarks use
-it: tests may import benchmarks (they test them), benchmarks never import tests, and the layer
-check (import-linter) sees every import it makes. Nothing here ships with the product.
+It lives with the tests, which use it most; the benchmarks (``bench-cost``) import it from here.
+The product's tests never import the benchmarks (an import-linter contract in pyproject.toml),
+so they run the same without them. Nothing here ships with the product.
 """

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fable_benchmarks.fake_llm.answers import answer
-from fable_benchmarks.fake_llm.reading import UnknownPromptError, schema_name
-from fable_benchmarks.fake_llm.server import ChatReply, Reply, ScriptedOpenAIServer, status
 from openfable.tokens import count_chat_tokens, count_tokens
+from tests.fakes.llm.answers import answer
+from tests.fakes.llm.reading import UnknownPromptError, schema_name
+from tests.fakes.llm.server import ChatReply, Reply, ScriptedOpenAIServer, status
 
 
 @dataclass(frozen=True, slots=True)
