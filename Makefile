@@ -30,9 +30,10 @@ system-deps:
 	@scripts/system-deps.sh
 
 # Tests run in WORKERS processes (pytest-xdist), each on a test database of its own (NAME_gw0, ...);
-# WORKERS=0 runs them in this one process.
+# WORKERS=0 runs them in this one process. Tests of one xdist_group run in the same worker (the
+# real_llm tests: one local model server, not one per worker).
 WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -n $(WORKERS)
+PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
 
 test: $(BIN)/.installed system-deps
 	$(PYTEST) $(PYTEST_ARGS)

@@ -36,6 +36,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if here in item.path.parents:
             item.add_marker(pytest.mark.real_llm)
             item.add_marker(pytest.mark.slow)
+            # One worker runs them all (make test's --dist loadgroup): one model server on the
+            # cores, not one per worker beside `make run`'s own.
+            item.add_marker(pytest.mark.xdist_group("real_llm"))
             if _SKIP:
                 item.add_marker(
                     pytest.mark.skip(
