@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 PYTHON312 := $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.12; do \
 	$$p -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-.PHONY: run test test-fast screenshots system-deps lint format typecheck
+.PHONY: run test test-fast screenshots system-deps lint format typecheck local-llm
 
 $(BIN)/.installed: pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found: install python3.12 (e.g. apt-get install python3.12 python3.12-venv)"; exit 1; }
@@ -19,13 +19,21 @@ $(BIN)/.installed: pyproject.toml
 run: $(BIN)/.installed
 	$(BIN)/python -m openfable.runner
 
+# OPENFABLE_LLM=local (docs/configuration.md): Gemma 3 270M served by llama-cpp-python, which pip
+# builds from source (one job at a time: a shared 2-core machine). Once installed, `make test` runs
+# the tests marked real_llm against it.
+local-llm: $(BIN)/.installed
+	CMAKE_BUILD_PARALLEL_LEVEL=$${CMAKE_BUILD_PARALLEL_LEVEL:-1} CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF}" \
+		$(BIN)/pip install --quiet -e '.[dev,local-llm]'
+
 system-deps:
 	@scripts/system-deps.sh
 
 # Tests run in WORKERS processes (pytest-xdist), each on a test database of its own (NAME_gw0, ...);
-# WORKERS=0 runs them in this one process.
+# WORKERS=0 runs them in this one process. Tests of one xdist_group run in the same worker (the
+# real_llm tests: one local model server, not one per worker).
 WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -n $(WORKERS)
+PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
 
 # The fault tests start whole stacks (workers, brokers, a database they stop) that beat into and
 # watch the test database: they run as a phase of their own, after the rest, so no other test's

@@ -14,6 +14,7 @@ starts.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -195,6 +196,14 @@ def register(subparsers: Any) -> None:
         "--nodes-per-document", type=int, default=30, help="nodes of each synthetic document (default 30)"
     )
     cost.add_argument("--json", dest="json_path", type=Path, help="also write every number here")
+    cost.add_argument(
+        "--real-llm",
+        action="store_true",
+        help="against the real local model (OPENFABLE_LLM=local's, started here): the --ingest-limit "
+        "shortest documents of each --docs file, then --queries bipath queries from the queries file "
+        "beside it (--queries-file, repeatable, in the order of --docs); time, tokens and fallbacks",
+    )
+    cost.add_argument("--queries-file", action="append", type=Path, default=[], help="with --real-llm")
     cost.set_defaults(handler=_handle_bench_cost)
 
     extract = subparsers.add_parser(
@@ -510,6 +519,26 @@ def _bench_corpus_latency(options: dict[str, Any]) -> str:
     return format_corpus_latency(report)
 
 
+def _bench_cost_real(options: dict[str, Any], budget: int) -> str:
+    from fable_benchmarks.cost_real import bench_cost_real
+    from fable_benchmarks.report import write_json
+
+    queries_files = options["queries_file"]
+    if len(queries_files) != len(options["docs"]):
+        raise BenchInputError("--real-llm: give one --queries-file per --docs file, in the same order")
+    _check_files("queries-file", queries_files)
+    report = bench_cost_real(
+        datasets=list(zip(options["docs"], queries_files, strict=True)),
+        ingest_limit=options["ingest_limit"],
+        queries=options["queries"],
+        budget=budget,
+        log=_log,
+    )
+    if options.get("json_path"):
+        write_json(report, options["json_path"])
+    return json.dumps(report, indent=2)
+
+
 def _handle_bench_cost(options: dict[str, Any]) -> str:
     from fable_benchmarks.cost import bench_cost
     from fable_benchmarks.report import format_cost, write_json
@@ -530,6 +559,8 @@ def _handle_bench_cost(options: dict[str, Any]) -> str:
     if options["nodes_per_document"] < 8:
         raise BenchInputError("--nodes-per-document must be at least 8")
     budget = _parse_budgets(str(options["budget"]))[0]
+    if options.get("real_llm"):
+        return _bench_cost_real(options, budget)
     report = bench_cost(
         docs=options["docs"],
         ingest_limit=options["ingest_limit"],

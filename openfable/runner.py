@@ -3,9 +3,10 @@
 Starts the embedded PostgreSQL (through settings), migrates, creates a local admin account
 on the first run (printing its login once), then runs the web server (uvicorn serving the
 ASGI app: Django and the MCP endpoints) and a Celery worker side by side, on the embedded Redis
-broker it starts first (``openfable.embedded_broker``). It watches the four (the embedded
-database too): a part that dies is started again, one that keeps dying stops everything. Ctrl-C
-stops all of it: the web server and the worker first, then the broker and the database.
+broker it starts first (``openfable.embedded_broker``); with ``OPENFABLE_LLM=local`` the local
+model's server too (``openfable.local_llm``). It watches them all (the embedded database too): a
+part that dies is started again, one that keeps dying stops everything. Ctrl-C stops all of it:
+the web server, the worker and the local model first, then the broker and the database.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import psutil
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from openfable import embedded_broker
+from openfable import embedded_broker, local_llm
 from openfable.embedded_db import live_postmaster, postmaster_pid, stop
 from openfable.startup import StartupError
 
@@ -32,6 +33,7 @@ SHUTDOWN_GRACE_SECONDS = 15
 MAX_RESTARTS = 5  # a part that dies this often within RESTART_WINDOW_SECONDS stops everything
 RESTART_WINDOW_SECONDS = 60
 WEB_GRACEFUL_SECONDS = 5  # the web server's own grace for open connections, within the above
+LOCAL_MODEL = "local model server"  # OPENFABLE_LLM=local (openfable.local_llm)
 
 
 def main() -> int:
@@ -54,6 +56,12 @@ def main() -> int:
         "web server": _web_server_command(python, host=host, port=port),
         "worker": worker_command(python),
     }
+    if settings.LOCAL_LLM:  # OPENFABLE_LLM=local: the model server is one more supervised part
+        try:
+            commands[LOCAL_MODEL] = _local_model_command(python)
+        except StartupError as error:
+            print(f"OpenFable cannot start: {error}", file=sys.stderr, flush=True)
+            return 1
     # The embedded broker first: the web server queues tasks and the worker reads them from it.
     broker_dir = None if settings.BROKER_URL_FROM_ENV else settings.EMBEDDED_BROKER_DIR
     broker = None
@@ -64,13 +72,20 @@ def main() -> int:
             print(f"OpenFable cannot start: {error}", file=sys.stderr, flush=True)
             return 1
     children = {name: _start(name, command) for name, command in commands.items()}
+    if LOCAL_MODEL in children:
+        _say_when_model_ready(settings.LLM_BASE_URL)
     restarts: dict[str, list[float]] = {name: [] for name in [*commands, "broker", "database"]}
     database_dir = None if settings.DATABASE_URL else settings.EMBEDDED_DATABASE_DIR
     print(
         f"\nOpenFable is running at http://{host}:{port}/  (admin: http://{host}:{port}/admin/)", flush=True
     )
     print(f"MCP (with an API token): http://{host}:{port}/v1/mcp  (SSE: /v1/mcp/sse)", flush=True)
-    print("Press Ctrl-C to stop the web server, the worker, the broker and the database.\n", flush=True)
+    parts = (
+        "the web server, the worker, the local model, "
+        if LOCAL_MODEL in children
+        else "the web server, the worker, "
+    )
+    print(f"Press Ctrl-C to stop {parts}the broker and the database.\n", flush=True)
 
     stopping = False
 
@@ -181,9 +196,31 @@ def _start_broker(folder: Path) -> subprocess.Popen[bytes]:
 
 
 def _start(name: str, command: list[str]) -> subprocess.Popen[bytes]:
-    child = subprocess.Popen(command)
+    child = subprocess.Popen(command, env=local_llm.server_environment() if name == LOCAL_MODEL else None)
     print(f"Started the {name} (pid {child.pid}).", flush=True)
     return child
+
+
+def _local_model_command(python: str) -> list[str]:
+    """The local model's server (``openfable.local_llm``), the model assembled first if need be."""
+    from django.conf import settings
+
+    model = local_llm.ensure_model(settings.DATA_DIR)
+    return local_llm.server_command(
+        python,
+        model=model,
+        port=settings.LOCAL_LLM_PORT,
+        threads=settings.LOCAL_LLM_THREADS,
+        context=max(local_llm.DEFAULT_CONTEXT, settings.LLM_CONTEXT_WINDOW),
+    )
+
+
+def _say_when_model_ready(url: str) -> None:
+    # The web server and the worker do not wait for it: a call made while it loads is retried.
+    if local_llm.wait_until_ready(url, timeout_s=60):
+        print(f"The local model answers at {url} ({local_llm.MODEL_ALIAS}).", flush=True)
+    else:
+        print(f"The local model did not answer at {url} within 60 s; its output above says why.", flush=True)
 
 
 def worker_command(python: str = sys.executable) -> list[str]:

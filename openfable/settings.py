@@ -15,7 +15,10 @@ from pathlib import Path
 import environ
 from django.utils.csp import CSP
 
-from openfable import embedded_broker  # light: starts nothing, imports no Redis client
+from openfable import (
+    embedded_broker,  # light: starts nothing, imports no Redis client
+    local_llm,  # light: imports neither llama-cpp-python nor the model
+)
 from openfable.config import ConfigProblem, EnvReader
 from openfable.startup import disk_problem, exit_on_startup_error, make_folder, write_private_file
 
@@ -229,13 +232,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env.boolean("CELERY_EAGER", False)
 
 # --- LLM (any litellm model; empty = no LLM: structural builder + vector paths) ---------
-LLM_MODEL = env.string("LLM_MODEL")
-LLM_BASE_URL = env.string("LLM_BASE_URL")
+# OPENFABLE_LLM=local: `make run` serves a small local model (openfable.local_llm) and the LLM_*
+# settings below default to it; each one set explicitly still wins.
+LOCAL_LLM = env.choice("LLM", "none", ("none", "local")) == "local"
+LOCAL_LLM_PORT = env.integer("LOCAL_LLM_PORT", local_llm.DEFAULT_PORT, minimum=1, maximum=65535)
+LOCAL_LLM_THREADS = env.integer("LOCAL_LLM_THREADS", min(4, os.cpu_count() or 1), minimum=1, maximum=256)
+LLM_MODEL = env.string("LLM_MODEL", local_llm.MODEL_ALIAS if LOCAL_LLM else "")
+LLM_BASE_URL = env.string("LLM_BASE_URL", local_llm.base_url(LOCAL_LLM_PORT) if LOCAL_LLM else "")
 LLM_API_KEY = env.string("LLM_API_KEY")
-LLM_TIMEOUT = env.number("LLM_TIMEOUT", 60.0, minimum=1.0)
+# The local server answers one request at a time, slowly: a long wait is not a failure there.
+LLM_TIMEOUT = env.number("LLM_TIMEOUT", 180.0 if LOCAL_LLM else 60.0, minimum=1.0)
 LLM_MAX_RETRIES = env.integer("LLM_MAX_RETRIES", 4, minimum=0, maximum=20)
 LLM_RETRY_BASE_DELAY = env.number("LLM_RETRY_BASE_DELAY", 1.0, minimum=0.0)
-LLM_MAX_CONCURRENCY = env.integer("LLM_MAX_CONCURRENCY", 4, minimum=1, maximum=64)
+LLM_MAX_CONCURRENCY = env.integer("LLM_MAX_CONCURRENCY", 1 if LOCAL_LLM else 4, minimum=1, maximum=64)
 LLM_CONTEXT_WINDOW = env.integer("LLM_CONTEXT_WINDOW", 8192, minimum=1024)
 LLM_TREE_RETRIES = env.integer("LLM_TREE_RETRIES", 2, minimum=0, maximum=10)
 # After LLM_BREAKER_THRESHOLD failed requests in a row (down, overloaded, refusing the key), the
@@ -263,7 +272,10 @@ RETRIEVAL_LLMSELECT_DEPTH = env.integer("RETRIEVAL_LLMSELECT_DEPTH", 2, minimum=
 RETRIEVAL_LLM_PROMPT_TOKENS = env.integer("RETRIEVAL_LLM_PROMPT_TOKENS", 6000, minimum=500)
 # Input tokens one query may send to the LLM, LLMselect and LLMnavigate together (chat framing
 # included): a per-query cost that does not grow with the corpus. LLMselect gets 40% of it.
-RETRIEVAL_LLM_QUERY_TOKENS = env.integer("RETRIEVAL_LLM_QUERY_TOKENS", 8000, minimum=1000)
+# The local model (OPENFABLE_LLM=local) reads a few hundred tokens a second on 2 cores: less.
+RETRIEVAL_LLM_QUERY_TOKENS = env.integer(
+    "RETRIEVAL_LLM_QUERY_TOKENS", 3000 if LOCAL_LLM else 8000, minimum=1000
+)
 RETRIEVAL_ALPHA = env.number("RETRIEVAL_ALPHA", 1 / 3, minimum=0.0)
 RETRIEVAL_BETA = env.number("RETRIEVAL_BETA", 1 / 3, minimum=0.0)
 RETRIEVAL_GAMMA = env.number("RETRIEVAL_GAMMA", 1 / 3, minimum=0.0)

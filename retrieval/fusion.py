@@ -99,3 +99,28 @@ def _fuse_one[K: SortableKey](
         normalised={name: normalised[name][key] for name in found},
         paths=found,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement[Key]:
+    """How far an LLM path agrees with a reference path (the vector side of the same level)."""
+
+    weight: float  # the share of the LLM's picks the reference ranks in its top: its fusion weight
+    agreed: frozenset[Key]  # those picks
+
+
+def agreement[K: SortableKey](
+    llm: Mapping[K, float], reference: Mapping[K, float], *, top: int
+) -> Agreement[K]:
+    """The LLM's picks that ``reference`` also ranks among its ``top`` best, and their share.
+
+    A weak model answers in valid JSON with picks no better than chance; a strong one mostly
+    agrees with the vector side and adds what it missed. Weighing the LLM path by this share
+    keeps a model that agrees with nothing from moving the ranking at all (bipath is then the
+    vector path), and lets one that agrees lead. No picks, or no reference: weight 0, none agreed.
+    """
+    if not llm or not reference or top <= 0:
+        return Agreement(0.0, frozenset())
+    best = sorted(reference, key=lambda key: (-reference[key], key))[:top]
+    agreed = frozenset(key for key in llm if key in set(best))
+    return Agreement(len(agreed) / len(llm), agreed)

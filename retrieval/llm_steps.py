@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from openfable.llm import LLMClient, LLMUsage
+from openfable.llm import Fallback, LLMClient, LLMUsage, count_fallback
 from retrieval.paths import llm as llm_paths
 from retrieval.result import PathReport
 
@@ -37,6 +37,7 @@ def outcome_step(name: str, outcome: llm_paths.LLMPathOutcome, outline: llm_path
         "prompt_tokens": outcome.prompt_tokens,
     }
     if outcome.failed:
+        count_fallback(Fallback.PATH_FAILED)
         reason = f"LLM call failed: {outcome.error} — fell back to the vector path"
         return LLMStep(
             report=PathReport(name, ran=True, failed=True, reason=reason, detail=detail),

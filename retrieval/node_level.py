@@ -2,7 +2,8 @@
 
 LLMnavigate picks subtree roots from the documents' outline; TreeExpansion scores every node from
 exact similarities, each node's similarity sharpened by its BM25 among the selected documents'
-nodes (``hybrid_similarity``). The two are fused; LLM-chosen nodes are packed first, then by score, without
+nodes (``hybrid_similarity``). The two are fused, LLMnavigate weighed by its agreement with TreeExpansion
+(``_llm_trust``); the LLM's agreed picks are packed first, then by score, without
 ancestor/descendant overlap, and the chosen text comes back in document order. Nodes excluded
 from retrieval never arrive here, and a section holding excluded text is never packed whole
 (``partly_excluded``): its included children are.
@@ -21,10 +22,10 @@ import numpy as np
 from documents.ingestion.tree import LEAF
 from documents.models import page_finder
 from documents.selectors import document_texts
-from openfable.llm import LLMClient, LLMUsage
+from openfable.llm import Fallback, LLMClient, LLMUsage, count_fallback
 from openfable.token_counting import count_tokens, truncate_to_tokens
 from retrieval.expansion import ExpansionWeights, NodeScore, tree_expansion
-from retrieval.fusion import Fused, fuse
+from retrieval.fusion import Fused, agreement, fuse
 from retrieval.llm_steps import LLMStep, cooldown_step, outcome_step
 from retrieval.outline import OutlineNode
 from retrieval.packing import Candidate, PackResult, pack_exact
@@ -43,6 +44,8 @@ from retrieval.result import (
 from retrieval.timings import Laps
 
 NODE_PATH_WEIGHTS = {LLM_NAVIGATE: 1.0, TREE_EXPANSION: 1.0}
+# LLMnavigate's picks are trusted as far as TreeExpansion ranks them this high (``_llm_trust``).
+AGREEMENT_TOP_NODES = 20
 
 
 @dataclass(frozen=True)
@@ -129,14 +132,17 @@ def node_level_chunks(
     step = _llm_navigate(query, budget, selected, titles, nodes, navigate, query_settings)
     if step.report.ran:
         laps.end("llm_navigate")
-    if mode == "llm" and step.scores is not None:
+    if _llm_alone(mode, step):
         reason = "llm mode: the LLM paths alone"
         expansion = _Expansion({}, {}, {TREE_EXPANSION: PathReport(TREE_EXPANSION, ran=False, reason=reason)})
     else:
         expansion = _tree_expansion(nodes, selected, terms, query_settings, laps)
     node_paths = _node_paths(step, expansion)
-    node_fused = fuse(node_paths, {name: NODE_PATH_WEIGHTS[name] for name in node_paths})
-    packed, texts = _pack(node_fused, nodes, budget=budget, ranks=ranks, max_chunks=max_chunks)
+    weights, trusted = _llm_trust(node_paths)
+    node_fused = fuse(node_paths, weights)
+    packed, texts = _pack(
+        node_fused, nodes, budget=budget, ranks=ranks, trusted=trusted, max_chunks=max_chunks
+    )
     laps.end("packing")
     cut = ("Nothing fitted the budget whole: the best passage was cut to fit.",) if packed.truncated else ()
     found_by = {item.key: item.paths for item in node_fused}
@@ -155,6 +161,16 @@ def node_level_chunks(
     )
 
 
+def _llm_alone(mode: str, step: LLMStep) -> bool:
+    """Whether LLMnavigate's picks stand alone ("llm" mode); not when it picked nothing it was
+    shown (a small model's invented ids): TreeExpansion chooses then, as when the call fails."""
+    if mode != "llm" or step.scores is None:
+        return False
+    if not step.scores:
+        count_fallback(Fallback.NO_PICKS)
+    return bool(step.scores)
+
+
 def _node_paths(step: LLMStep, expansion: _Expansion) -> dict[str, Mapping[int, float]]:
     """The node-level paths that scored nodes: LLMnavigate when it answered, TreeExpansion when it ran."""
     paths: dict[str, Mapping[int, float]] = {}
@@ -163,6 +179,25 @@ def _node_paths(step: LLMStep, expansion: _Expansion) -> dict[str, Mapping[int, 
     if expansion.reports[TREE_EXPANSION].ran:
         paths[TREE_EXPANSION] = {node_id: score.total for node_id, score in expansion.scores.items()}
     return paths
+
+
+def _llm_trust(paths: Mapping[str, Mapping[int, float]]) -> tuple[dict[str, float], frozenset[int]]:
+    """The node paths' weights, and the LLM's picks packed first.
+
+    Beside TreeExpansion, LLMnavigate weighs the share of its picks that TreeExpansion ranks in
+    its top ``AGREEMENT_TOP_NODES`` (``fusion.agreement``), and only those picks go first: a small
+    model's random picks no longer push the passages both paths found out of the budget. Alone
+    ("llm" mode), its picks are all it has.
+    """
+    weights = {name: NODE_PATH_WEIGHTS[name] for name in paths}
+    llm = paths.get(LLM_NAVIGATE, {})
+    if TREE_EXPANSION not in paths:
+        return weights, frozenset(llm)
+    if LLM_NAVIGATE not in paths:
+        return weights, frozenset()
+    agreed = agreement(llm, paths[TREE_EXPANSION], top=AGREEMENT_TOP_NODES)
+    weights[LLM_NAVIGATE] *= agreed.weight
+    return weights, agreed.agreed
 
 
 def _fetch_nodes(selected: Sequence[int], vector: np.ndarray) -> _Nodes:
@@ -248,16 +283,17 @@ def _pack(
     *,
     budget: int,
     ranks: Mapping[int, int],
+    trusted: frozenset[int],
     max_chunks: int | None = None,
 ) -> tuple[PackResult, dict[int, str]]:
-    """LLM-chosen nodes first, then by fused score, without overlap, counted exactly."""
+    """The LLM's ``trusted`` picks first, then by fused score, without overlap, counted exactly."""
     partial = partly_excluded(nodes.rows.values())
     candidates = [
         Candidate(
             node=nodes.outline[item.key],
             score=item.score,
             token_count=_estimated_tokens(nodes.rows[item.key]),
-            from_llm=LLM_NAVIGATE in item.paths,
+            from_llm=item.key in trusted,
             path_scores=dict(item.raw),
         )
         for item in node_fused

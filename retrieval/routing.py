@@ -16,12 +16,15 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from retrieval.fusion import Fused, fuse
+from openfable.llm import Fallback, count_fallback
+from retrieval.fusion import Fused, agreement, fuse
 from retrieval.packing import whole_documents_fit
 from retrieval.result import LLM_SELECT, VECTOR
 
 SELECTION_RATIO = 0.5  # routed documents: fused score >= this share of the best fused score
 MAX_SELECTED_DOCUMENTS = 10
+# LLMselect is trusted as far as the vector and lexical paths rank its picks this high.
+AGREEMENT_TOP_DOCUMENTS = 5
 
 
 def select_documents(fused: Sequence[Fused[int]]) -> list[int]:
@@ -162,9 +165,7 @@ def route_documents(
     documents for it and are not fused.
     """
     doc_paths = _document_paths(mode, retrieval_paths, llm_scores)
-    fused = [
-        item for item in fuse(doc_paths, {name: weights[name] for name in doc_paths}) if item.key in facts
-    ]
+    fused = [item for item in fuse(doc_paths, _document_weights(doc_paths, weights)) if item.key in facts]
     selected, notes = _select(fused, facts, named_documents)
     sizes = {pk: fact.token_count for pk, fact in facts.items()}
     # Taken whole, they fit: the budget left takes the next documents (which keeps them fitting).
@@ -186,12 +187,33 @@ def route_documents(
 def _document_paths(
     mode: str, retrieval_paths: Mapping[str, Mapping[int, float]], llm_scores: Mapping[int, float] | None
 ) -> dict[str, Mapping[int, float]]:
-    """The paths fused: LLMselect's when it answered, the others unless "llm" mode has its answer."""
+    """The paths fused: LLMselect's when it answered, the others unless "llm" mode has its answer.
+
+    An answer that picked no document it was shown (a small model invents ids, or scores all 0)
+    is no answer in "llm" mode: the other paths choose, as when the call fails."""
     if llm_scores is None:
+        return dict(retrieval_paths)
+    if mode == "llm" and not llm_scores:
+        count_fallback(Fallback.NO_PICKS)
         return dict(retrieval_paths)
     if mode == "llm":
         return {LLM_SELECT: llm_scores}
     return {LLM_SELECT: llm_scores, **retrieval_paths}
+
+
+def _document_weights(
+    doc_paths: Mapping[str, Mapping[int, float]], weights: Mapping[str, float]
+) -> dict[str, float]:
+    """The paths' weights; LLMselect's, beside the other paths, times the share of its picks that
+    they rank in their top ``AGREEMENT_TOP_DOCUMENTS`` (``fusion.agreement``): a model that picks
+    at random leaves the documents the other paths found in place."""
+    chosen = {name: weights[name] for name in doc_paths}
+    others = {name: scores for name, scores in doc_paths.items() if name != LLM_SELECT}
+    if LLM_SELECT not in doc_paths or not others:
+        return chosen
+    reference = {item.key: item.score for item in fuse(others, {name: weights[name] for name in others})}
+    chosen[LLM_SELECT] *= agreement(doc_paths[LLM_SELECT], reference, top=AGREEMENT_TOP_DOCUMENTS).weight
+    return chosen
 
 
 def _nothing_selected(doc_paths: Mapping[str, object]) -> str:

@@ -47,6 +47,11 @@ _CHARS_PER_TOKEN = 4
 _TOKENS_PER_LISTED_CHUNK = 70  # "#12 (85 words): <40 words>" per chunk in the tree prompt
 _PROMPT_SHARE_OF_CONTEXT = 0.5  # leave the rest for instructions and the answer
 _MAX_WINDOW_TOKENS = 6000  # longer windows make models skip boundaries
+# Each answer's length, bounded: several times what a valid answer needs (a window's markers are
+# ~20 tokens each for at most ~80 chunks; a part's tree lists each chunk once, with a title and a
+# summary per section), so a good model never meets the bound, and a small one that rambles on
+# (Gemma 3 270M: until its 180 s timeout) is cut off, re-asked, and falls back in bounded time.
+ANSWER_MAX_TOKENS = {"chunk_markers": 3000, "document_tree": 6000, "document_root": 1000}
 
 
 class LLMBuildFailed(Exception):
@@ -183,12 +188,23 @@ class LLMBuilder:
         client's own retries, or an answer still invalid after ``validation_retries``
         re-asks, fails the whole build.
         """
-        from openfable.llm import LLMOutputError, LLMUsage  # the client's own types; imported lazily
+        from openfable.llm import (  # the client's own types; imported lazily
+            Fallback,
+            LLMOutputError,
+            LLMUsage,
+            count_fallback,
+        )
 
         pending = list(tasks)
         while pending:
             requests = [
-                self._request(messages=t.messages, schema=schema, schema_name=name, purpose=name)
+                self._request(
+                    messages=t.messages,
+                    schema=schema,
+                    schema_name=name,
+                    purpose=name,
+                    max_tokens=ANSWER_MAX_TOKENS[name],
+                )
                 for t in pending
             ]
             answers = self._client.complete_json_many(requests)
@@ -212,6 +228,7 @@ class LLMBuilder:
                     raise LLMBuildFailed(
                         f"{what} {task.index + 1} still invalid after {task.attempts} attempts: {error}"
                     )
+                count_fallback(Fallback.TREE_REASK)
                 task.messages = feedback_messages(task.messages, answer=raw, error=error)
                 still_pending.append(task)
             pending = still_pending

@@ -26,6 +26,8 @@ from typing import Any
 
 from documents.ingestion.tree import LEAF, MAX_DEPTH, ROOT, TreeNode, check_tree, kind_for_depth
 from openfable.errors import UserInputError
+from openfable.llm.fallbacks import Fallback, count_fallback
+from openfable.llm.model_text import has_template_tokens, strip_template_tokens
 
 Span = tuple[int, int]
 
@@ -290,6 +292,11 @@ def _text_field(value: dict[str, Any], key: str, label: str, problems: list[str]
     if not isinstance(field_value, str):
         problems.append(f'{label}: "{key}" must be a string, got {_json_type(field_value)}')
         return ""
+    if has_template_tokens(field_value):
+        # A small model ran on past its answer into its chat template ("CONTRACTS [/INST] ..."):
+        # what follows the marker is not the answer. Cut there; an answer left empty is re-asked.
+        field_value = strip_template_tokens(field_value)
+        count_fallback(Fallback.TEMPLATE_TOKENS)
     if not field_value.strip():
         problems.append(f'{label}: "{key}" is empty')
     return field_value.strip()

@@ -398,7 +398,7 @@ def _build_tree(
 
 def _build_with_llm(*, job: IngestionJob, text: str, title: str) -> TreeNode | None:
     from documents.ingestion.llm_builder import LLMBuilder, LLMBuildFailed
-    from openfable.llm import LLMClient, LLMRequest
+    from openfable.llm import Fallback, LLMClient, LLMRequest, count_fallback
 
     builder = LLMBuilder(
         LLMClient.from_settings(),
@@ -411,6 +411,7 @@ def _build_with_llm(*, job: IngestionJob, text: str, title: str) -> TreeNode | N
         tree: TreeNode | None = result.root
         job.chunk_count = len(result.chunks)
     except LLMBuildFailed as failure:
+        count_fallback(Fallback.TREE_STRUCTURAL)
         _note_fallback(job, str(failure))
         tree = None
     usage = builder.usage

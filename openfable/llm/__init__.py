@@ -31,6 +31,8 @@ The modules, each imported through this package (``from openfable.llm import LLM
 - ``errors``: :class:`LLMError` and the ways a call fails;
 - ``cache``: the answer cache (:class:`DatabaseLLMCache`, or anything :class:`CacheLike`);
 - ``json_output``: ``parse_json_output``, a model's JSON answer parsed;
+- ``fallbacks``: the tally of fallbacks by kind (:class:`Fallback`, ``fallback_counts``);
+- ``model_text``: titles and summaries cut clean of leaked chat-template tokens;
 - ``litellm_setup``: ``import_litellm`` (once, offline) and ``litellm_model_name``.
 """
 
@@ -47,12 +49,14 @@ from openfable.llm.errors import (
     LLMRequestError,
     LLMUnavailableError,
 )
+from openfable.llm.fallbacks import Fallback, count_fallback, counts_since, fallback_counts
 from openfable.llm.json_output import parse_json_output
 from openfable.llm.litellm_setup import import_litellm, litellm_model_name
 
 __all__ = [
     "CacheLike",
     "DatabaseLLMCache",
+    "Fallback",
     "LLMClient",
     "LLMConfig",
     "LLMCoolingDownError",
@@ -63,6 +67,9 @@ __all__ = [
     "LLMResult",
     "LLMUnavailableError",
     "LLMUsage",
+    "count_fallback",
+    "counts_since",
+    "fallback_counts",
     "import_litellm",
     "litellm_model_name",
     "llm_configured",

@@ -28,6 +28,7 @@ from openfable.llm.errors import (
     LLMRequestError,
     LLMUnavailableError,
 )
+from openfable.llm.fallbacks import Fallback, count_fallback
 from openfable.llm.json_output import parse_json_output
 from openfable.llm.litellm_setup import PLACEHOLDER_API_KEY, import_litellm, litellm_model_name
 from openfable.llm_endpoints import (
@@ -43,7 +44,7 @@ from openfable.llm_endpoints import (
     response_format_for,
     with_schema_instruction,
 )
-from openfable.retry import call_with_retries, describe_failure, is_transient, status_code_of
+from openfable.retry import call_with_retries, describe_failure, is_timeout, is_transient, status_code_of
 
 logger = logging.getLogger(__name__)
 
@@ -174,6 +175,7 @@ class LLMClient:
         try:
             data = parse_json_output(text, schema)
         except ValueError as exc:
+            count_fallback(Fallback.INVALID_JSON if text.strip() else Fallback.EMPTY_ANSWER)
             raise LLMOutputError(
                 f"LLM output for {purpose} is not valid JSON for schema {schema_name!r} ({exc})"
                 + (f"; finish_reason={finish_reason}" if finish_reason not in (None, "stop") else ""),
@@ -284,6 +286,7 @@ class LLMClient:
                     if lower is None or not rejects_response_format(exc):
                         raise self._map_error(exc, request.purpose, attempts=sent) from exc
                     self._learn_format(endpoint, lower, refused=kind, error=exc)
+                    count_fallback(Fallback.FORMAT_REFUSED)
                     kind, sent = lower, 0
                     continue
                 if endpoint.response_format is None:
@@ -309,6 +312,8 @@ class LLMClient:
             try:
                 response = litellm.completion(**kwargs)
             except Exception as exc:
+                if is_timeout(exc):
+                    count_fallback(Fallback.TIMEOUT)
                 if counts_against_endpoint(exc):
                     endpoint.breaker.record_failure(describe_failure(exc, timeout_s=self.config.timeout_s))
                 raise

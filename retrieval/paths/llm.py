@@ -27,7 +27,7 @@ from typing import Any
 
 from documents.ingestion.prompts import DOCUMENT_TAG, fence_untrusted
 from documents.models import Node
-from openfable.llm import LLMClient, LLMError, LLMOutputError, LLMUsage
+from openfable.llm import Fallback, LLMClient, LLMError, LLMOutputError, LLMUsage, count_fallback
 from openfable.llm_endpoints import with_schema_instruction
 from openfable.token_counting import count_chat_tokens
 from retrieval.paths.llm_outline import (
@@ -262,8 +262,10 @@ def ask_for_scores(
     try:
         parsed = parse_scores(result.data, key=key, offered=offered)
     except LLMAnswerError as exc:
+        count_fallback(Fallback.WRONG_SHAPE)
         error = f"LLM answer for {purpose} has the wrong shape: {exc}"
         return LLMPathOutcome(scores={}, usage=usage, prompt_tokens=size, error=error)
+    count_fallback(Fallback.WRONG_IDS, parsed.dropped_ids)
     return LLMPathOutcome(
         scores=parsed.scores, dropped_ids=parsed.dropped_ids, usage=usage, prompt_tokens=size
     )

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from retrieval.fusion import fuse, normalise
+from retrieval.fusion import agreement, fuse, normalise
 from retrieval.outline import OutlineNode, SpanIndex
 
 
@@ -105,3 +105,21 @@ def test_span_index_agrees_with_checking_every_kept_node(spans: list[tuple[int, 
         if not expected:
             index.add(outline)
             kept.append(outline)
+
+
+def test_agreement_is_the_share_of_llm_picks_the_reference_ranks_high() -> None:
+    reference = {1: 0.9, 2: 0.8, 3: 0.7, 4: 0.1}
+    agreed = agreement({1: 1.0, 4: 0.9, 9: 0.5, 3: 0.2}, reference, top=3)
+    assert agreed.agreed == frozenset({1, 3})
+    assert agreed.weight == 0.5
+    assert agreement({9: 1.0}, reference, top=3).weight == 0.0  # random picks weigh nothing
+    assert agreement({}, reference, top=3).weight == 0.0
+    assert agreement({1: 1.0}, {}, top=3).agreed == frozenset()
+
+
+def test_an_llm_path_that_agrees_with_nothing_leaves_the_ranking_as_it_was() -> None:
+    reference = {1: 0.9, 2: 0.5, 3: 0.1}
+    llm = {3: 1.0}
+    weight = agreement(llm, reference, top=2).weight
+    fused = fuse({"llm": llm, "vector": reference}, {"llm": weight, "vector": 1.0})
+    assert [item.key for item in fused] == [1, 2, 3]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from openfable.llm import LLMClient, import_litellm
+from openfable.llm import Fallback, LLMClient, counts_since, fallback_counts, import_litellm
 from openfable.token_counting import count_tokens
 from retrieval.paths.llm import (
     NAVIGATE_SCHEMA,
@@ -28,7 +28,7 @@ from retrieval.result import LEXICAL, LLM_NAVIGATE, LLM_SELECT, TREE_EXPANSION, 
 from retrieval.services import retrieve
 from tests.fakes.fixtures import scripted_openai  # noqa: F401
 from tests.fakes.llm import reading
-from tests.fakes.llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, status
+from tests.fakes.llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay, status
 from tests.retrieval.test_services import MONITORING_QUERY, Corpus, _fresh_query_cache, corpus  # noqa: F401
 
 # -- parsing ---------------------------------------------------------------------------------------
@@ -413,3 +413,38 @@ def test_an_llm_server_down_cools_queries_down_then_they_try_again(
             assert len(server.chat_requests) == asked + 1 + 2
     finally:
         server.stop()
+
+
+def test_llm_mode_with_only_invented_ids_falls_back_to_the_vector_paths(
+    llm: ScriptedOpenAIServer,
+    corpus: Corpus,  # noqa: F811
+) -> None:
+    # What Gemma 3 270M did on a DragonBall query: valid JSON naming documents it was never shown.
+    llm.script_chat({"documents": [{"id": 987654, "score": 1.0}]}, {"nodes": [{"id": 123456789, "score": 1}]})
+    before = fallback_counts()
+    result = retrieve(query=MONITORING_QUERY, token_budget=100, mode="llm")
+    assert result.chunks, "the vector paths chose instead of returning nothing"
+    assert result.total_tokens <= 100
+    assert result.documents[0].document_id == corpus.volcanoes.id
+    assert counts_since(before)[Fallback.NO_PICKS] >= 1
+
+
+def test_a_timed_out_llmnavigate_leaves_the_query_to_the_vector_paths(
+    llm: ScriptedOpenAIServer,
+    settings: SettingsWrapper,
+    corpus: Corpus,  # noqa: F811
+) -> None:
+    # What Gemma 3 270M did on 2 shared cores: a 3K-token LLMnavigate prompt ran past the timeout.
+    settings.LLM_TIMEOUT = 0.5
+    settings.LLM_MAX_RETRIES = 0
+    llm.script_chat({"documents": [{"id": corpus.volcanoes.id, "score": 0.9}]}, delay(3.0, {"nodes": []}))
+    before = fallback_counts()
+    result = retrieve(query=MONITORING_QUERY, token_budget=100)
+    navigate = result.path(LLM_NAVIGATE)
+    assert navigate is not None and navigate.failed and "fell back to the vector path" in navigate.reason
+    select = result.path(LLM_SELECT)
+    assert select is not None and select.ran and not select.failed
+    assert result.chunks and result.total_tokens <= 100
+    assert all(chunk.found_by == (TREE_EXPANSION,) for chunk in result.chunks)
+    counted = counts_since(before)
+    assert counted[Fallback.TIMEOUT] == 1 and counted[Fallback.PATH_FAILED] == 1

@@ -76,13 +76,16 @@ def test_llm_mode_fuses_llmselect_alone_and_bipath_fuses_it_with_the_rest() -> N
     assert found_by[3] == (LLM_SELECT, VECTOR) and found_by[1] == (VECTOR,)  # in the paths' order
     # LLMselect failed: the other paths carry the query in every mode.
     assert _route(mode="llm", llm_scores=None).path_names == (VECTOR,)
+    # It answered but picked nothing it was shown (a small model's invented ids): the same.
+    picked_nothing = _route(mode="llm", llm_scores={})
+    assert picked_nothing.path_names == (VECTOR,) and picked_nothing.selected
 
 
 @pytest.mark.parametrize(
     ("overrides", "note"),
     [
         ({"retrieval_paths": {VECTOR: {}}}, "No document matched: the scope holds no indexed text"),
-        ({"mode": "llm", "llm_scores": {}}, "llm mode: LLMselect chose no document"),
+        ({"mode": "llm", "llm_scores": {99: 1.0}}, "llm mode: LLMselect chose no document"),
     ],
 )
 def test_nothing_selected_says_why(overrides: dict[str, object], note: str) -> None:

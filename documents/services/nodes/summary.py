@@ -34,6 +34,8 @@ from openfable.llm import (
     LLMUnavailableError,
     llm_configured,
 )
+from openfable.llm.fallbacks import Fallback, count_fallback
+from openfable.llm.model_text import has_template_tokens, strip_template_tokens
 
 SUMMARY_PROMPT_WORDS = 80  # what the prompt asks for: 1-3 sentences
 SUMMARY_MAX_WORDS = 150  # what is accepted: room for a wordy model, refusal of a runaway one
@@ -115,6 +117,9 @@ def summary_from_answer(data: Any) -> str:
     summary = data.get("summary") if isinstance(data, dict) else None
     if not isinstance(summary, str):
         raise _unusable('it held no "summary" text')
+    if has_template_tokens(summary):  # a small model ran on into its chat template: cut it there
+        summary = strip_template_tokens(summary)
+        count_fallback(Fallback.TEMPLATE_TOKENS)
     text = " ".join(summary.replace("\x00", "").split())
     if not text:
         raise _unusable("the summary was empty")
