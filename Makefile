@@ -55,10 +55,10 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	@# The query path and ingestion stay in small stages: no function in retrieval/ or
-	@# documents/ingestion/ at radon complexity C (11) or worse, but those still listed in
-	@# scripts/complexity_allowed.txt, none past its listed number. The list only shrinks.
-	$(BIN)/python scripts/complexity_ratchet.py retrieval documents/ingestion
+	@# The query path, ingestion and the benchmarks stay in small stages: no function in retrieval/,
+	@# documents/ingestion/ or fable_benchmarks/ at radon complexity C (11) or worse, but those still
+	@# listed in scripts/complexity_allowed.txt, none past its listed number. The list only shrinks.
+	$(BIN)/python scripts/complexity_ratchet.py retrieval documents/ingestion fable_benchmarks
 
 format: $(BIN)/.installed
 	$(BIN)/ruff format .
