@@ -25,8 +25,12 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The browser tests run last: Playwright keeps an event loop on the main thread for the rest
-    of the session, which no other test should have to work around."""
-    items.sort(key=lambda item: "tests/browser/" in str(item.path))
+    of the session, which no other test should have to work around. The few that take minutes
+    (``starts_first``) run first: begun last, one of them would keep one worker busy alone while
+    the other has finished."""
+    items.sort(
+        key=lambda item: ("tests/browser/" in str(item.path), item.get_closest_marker("starts_first") is None)
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

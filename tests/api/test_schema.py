@@ -55,6 +55,7 @@ def test_the_schema_slug_pattern_is_the_service_rule(slug: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.starts_first
 @pytest.mark.parametrize("superuser", [False, True], ids=["plain user", "superuser"])
 def test_schemathesis_finds_nothing_with_every_check(
     live_server: Any, transactional_db: None, settings: Any, tmp_path: Path, superuser: bool

@@ -79,6 +79,7 @@ UNLINKED = {
 }
 
 
+@pytest.mark.starts_first
 @pytest.mark.slow
 def test_the_stateful_phase_reaches_every_operation_with_real_ids(
     live_server: Any, transactional_db: None, settings: Any, tmp_path: Path

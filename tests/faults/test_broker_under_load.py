@@ -45,7 +45,12 @@ from tests.factories import CollectionFactory, UserFactory
 from tests.fakes.llm.server import ScriptedOpenAIServer
 from tests.faults.processes import answers, app_environment, free_port, stop_process, wait_for
 
-pytestmark = [pytest.mark.faults, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.slow,
+    pytest.mark.starts_first,
+    pytest.mark.django_db(transaction=True),
+]
 
 LOAD_SECONDS = 120.0
 BURST_EVERY_SECONDS = 3.0
