@@ -39,8 +39,9 @@ PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
 # watch the test database: they run as a phase of their own, after the rest, so no other test's
 # worker is alive beside them. Exit status 5 is "no test selected" (a PYTEST_ARGS naming other tests).
 test: $(BIN)/.installed system-deps
-	$(PYTEST) -m "not faults" $(PYTEST_ARGS); status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit $$status; \
-	$(PYTEST) -m faults $(PYTEST_ARGS); status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit $$status
+	for phase in "not faults" faults; do \
+		$(PYTEST) -m "$$phase" $(PYTEST_ARGS); status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit $$status; \
+	done
 
 # The edit loop: everything but the browser, fault and slow tests (real model loads, workers).
 test-fast: $(BIN)/.installed

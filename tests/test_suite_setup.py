@@ -16,27 +16,24 @@ from tests.browser.conftest import SCREENSHOTS_ENV, screenshots_dir
 from tests.conftest import REPO_ROOT
 
 
-@pytest.mark.slow  # a pytest of its own in a child process
-def test_collecting_tests_starts_no_database(tmp_path: Path) -> None:
+def _child_pytest(data_dir: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """A pytest of its own in a child process, with ``data_dir`` as its data folder and none of
+    this run's OPENFABLE_* settings (its test database name, a server URL)."""
     environment = {key: value for key, value in os.environ.items() if not key.startswith("OPENFABLE_")}
-    environment["OPENFABLE_DATA_DIR"] = str(tmp_path)
-    collected = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/test_docs.py",
-        ],
+    environment["OPENFABLE_DATA_DIR"] = str(data_dir)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *arguments],
         cwd=REPO_ROOT,
         env=environment,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+@pytest.mark.slow  # a pytest of its own in a child process
+def test_collecting_tests_starts_no_database(tmp_path: Path) -> None:
+    collected = _child_pytest(tmp_path, "--collect-only", "tests/test_docs.py")
     assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
     assert "tests collected" in collected.stdout
     assert not (tmp_path / "postgres").exists(), "collecting the tests started the embedded PostgreSQL"
@@ -51,26 +48,9 @@ def test_the_first_test_that_needs_the_database_starts_it() -> None:
     # session (the child's too) closes that root to other users again.
     data_dir = Path(tempfile.mkdtemp(prefix="openfable-first-start-"))
     data_dir.chmod(0o755)
-    environment = {key: value for key, value in os.environ.items() if not key.startswith("OPENFABLE_")}
-    environment["OPENFABLE_DATA_DIR"] = str(data_dir)
     try:
-        ran = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "-n",
-                "0",
-                "tests/documents/test_models.py::test_vector_extension_is_installed",
-            ],
-            cwd=REPO_ROOT,
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        ran = _child_pytest(
+            data_dir, "-n", "0", "tests/documents/test_models.py::test_vector_extension_is_installed"
         )
         assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
         assert "1 passed" in ran.stdout
