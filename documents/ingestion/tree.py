@@ -69,27 +69,40 @@ def check_tree(root: TreeNode, text: str) -> None:
     """Raise ``TreeShapeError`` unless ``root`` is a well-formed tree over ``text``."""
     if root.kind != ROOT:
         raise TreeShapeError(f"the top node must be the root, not a {root.kind}")
-    cursor = 0
+    cursor = 0  # where the next leaf must start: the leaves tile the text in order
     for node, depth in root.walk():
-        if node.kind not in KINDS:
-            raise TreeShapeError(f"unknown node kind {node.kind!r}")
-        if depth not in DEPTHS_BY_KIND[node.kind]:
-            raise TreeShapeError(f"a {node.kind} cannot sit at depth {depth} ({node.title!r})")
-        if node.start_char > node.end_char:
-            raise TreeShapeError(f"node {node.title!r} ends before it starts")
+        _check_node(node, depth)
         if node.kind == LEAF:
-            if node.children:
-                raise TreeShapeError("a leaf cannot have children")
-            if node.start_char != cursor:
-                raise TreeShapeError(
-                    f"leaves leave a gap or overlap at character {cursor} "
-                    f"(next leaf starts at {node.start_char})"
-                )
-            cursor = node.end_char
+            cursor = _checked_leaf_end(node, cursor)
         else:
-            if not node.children:
-                raise TreeShapeError(f"internal node {node.title!r} has no children")
-            if node.start_char != node.children[0].start_char or node.end_char != node.children[-1].end_char:
-                raise TreeShapeError(f"internal node {node.title!r} does not span exactly its children")
+            _check_internal(node)
     if cursor != len(text):
         raise TreeShapeError(f"leaves end at character {cursor}, the text has {len(text)}")
+
+
+def _check_node(node: TreeNode, depth: int) -> None:
+    """What every node must be: a known kind, at a depth its kind may sit, a span in order."""
+    if node.kind not in KINDS:
+        raise TreeShapeError(f"unknown node kind {node.kind!r}")
+    if depth not in DEPTHS_BY_KIND[node.kind]:
+        raise TreeShapeError(f"a {node.kind} cannot sit at depth {depth} ({node.title!r})")
+    if node.start_char > node.end_char:
+        raise TreeShapeError(f"node {node.title!r} ends before it starts")
+
+
+def _checked_leaf_end(leaf: TreeNode, cursor: int) -> int:
+    """Where the next leaf must start, once ``leaf`` is found to start at ``cursor``."""
+    if leaf.children:
+        raise TreeShapeError("a leaf cannot have children")
+    if leaf.start_char != cursor:
+        raise TreeShapeError(
+            f"leaves leave a gap or overlap at character {cursor} (next leaf starts at {leaf.start_char})"
+        )
+    return leaf.end_char
+
+
+def _check_internal(node: TreeNode) -> None:
+    if not node.children:
+        raise TreeShapeError(f"internal node {node.title!r} has no children")
+    if node.start_char != node.children[0].start_char or node.end_char != node.children[-1].end_char:
+        raise TreeShapeError(f"internal node {node.title!r} does not span exactly its children")

@@ -122,26 +122,36 @@ def parse_marker_answer(data: object) -> list[str]:
 
     A bare JSON list of strings is accepted too: models without structured output often reply so.
     """
-    value = _load_json(data, MarkerAnswerError)
-    if isinstance(value, dict):
-        unexpected = sorted(set(value) - {"markers"})
-        if unexpected:
-            raise MarkerAnswerError([f'unexpected key(s) {_quoted(unexpected)}; the only key is "markers"'])
-        if "markers" not in value:
-            raise MarkerAnswerError(['missing "markers"'])
-        value = value["markers"]
-    if not isinstance(value, list):
-        raise MarkerAnswerError([f'"markers" must be a list of strings, got {_json_type(value)}'])
-    if not value:
-        raise MarkerAnswerError(['"markers" is empty; give the opening words of at least one chunk'])
+    markers = _marker_list(_load_json(data, MarkerAnswerError))
     problems = [
         f"markers[{index}] must be a non-empty string, got {_json_repr(marker)}"
-        for index, marker in enumerate(value)
+        for index, marker in enumerate(markers)
         if not isinstance(marker, str) or not marker.strip()
     ]
     if problems:
         raise MarkerAnswerError(problems)
-    return [marker.strip() for marker in value]
+    return [marker.strip() for marker in markers]
+
+
+def _marker_list(value: object) -> list[Any]:
+    """The answer's list of markers, not yet checked one by one: the answer itself, or what its
+    one key ``"markers"`` holds."""
+    if isinstance(value, dict):
+        value = _markers_of(value)
+    if not isinstance(value, list):
+        raise MarkerAnswerError([f'"markers" must be a list of strings, got {_json_type(value)}'])
+    if not value:
+        raise MarkerAnswerError(['"markers" is empty; give the opening words of at least one chunk'])
+    return value
+
+
+def _markers_of(answer: dict[Any, Any]) -> object:
+    unexpected = sorted(set(answer) - {"markers"})
+    if unexpected:
+        raise MarkerAnswerError([f'unexpected key(s) {_quoted(unexpected)}; the only key is "markers"'])
+    if "markers" not in answer:
+        raise MarkerAnswerError(['missing "markers"'])
+    return answer["markers"]
 
 
 def parse_root_answer(data: object) -> tuple[str, str]:
@@ -261,27 +271,55 @@ def _parse_node(
     if not isinstance(value, dict):
         problems.append(f"{path} must be an object with {', '.join(keys)}, got {_json_type(value)}")
         return None
+    return _parse_fields(value, path, problems, is_root=is_root, keys=keys, depth=depth)
+
+
+def _parse_fields(
+    value: dict[str, Any],
+    path: str,
+    problems: list[str],
+    *,
+    is_root: bool,
+    keys: Sequence[str],
+    depth: int,
+) -> _ParsedNode | None:
+    """The node an object with the right shape describes; None when any of it (or of what it
+    holds) is wrong, with each problem added to ``problems``."""
     count_before = len(problems)
     label = _label(path, value)
     problems.extend(f"{label}: {problem}" for problem in _unexpected_keys(value, keys))
     title = _text_field(value, "title", label, problems)
     summary = _text_field(value, "summary", label, problems)
     chunk_indexes = [] if is_root else _chunk_indexes(value.get("chunks", []), label, problems)
-    raw_sections = value.get("sections", [])
-    if not isinstance(raw_sections, list):
-        problems.append(f'{label}: "sections" must be a list, got {_json_type(raw_sections)}')
-        raw_sections = []
+    raw_sections = _raw_sections(value, label, problems)
     sections = [
         _parse_node(item, f"{path}.sections[{index}]", problems, is_root=False, depth=depth + 1)
         for index, item in enumerate(raw_sections)
     ]
-    if is_root and not raw_sections and len(problems) == count_before:
-        problems.append(f"{label}: has no sections; group the chunks into sections")
-    elif not is_root and not raw_sections and not chunk_indexes and len(problems) == count_before:
-        problems.append(f"{label}: has no chunks and no sections; every section must hold at least one chunk")
+    if not raw_sections and len(problems) == count_before:
+        # Only a node that is otherwise right is told it is empty: the other problems come first.
+        problems.extend(_emptiness_problems(label, is_root=is_root, has_chunks=bool(chunk_indexes)))
     if len(problems) > count_before:
         return None
     return _ParsedNode(label, title, summary, chunk_indexes, [s for s in sections if s is not None])
+
+
+def _raw_sections(value: dict[str, Any], label: str, problems: list[str]) -> list[Any]:
+    raw_sections = value.get("sections", [])
+    if not isinstance(raw_sections, list):
+        problems.append(f'{label}: "sections" must be a list, got {_json_type(raw_sections)}')
+        return []
+    return raw_sections
+
+
+def _emptiness_problems(label: str, *, is_root: bool, has_chunks: bool) -> list[str]:
+    """What is wrong with a node without sections: the root must have some, a section must hold
+    at least chunks."""
+    if is_root:
+        return [f"{label}: has no sections; group the chunks into sections"]
+    if not has_chunks:
+        return [f"{label}: has no chunks and no sections; every section must hold at least one chunk"]
+    return []
 
 
 def _text_field(value: dict[str, Any], key: str, label: str, problems: list[str]) -> str:
@@ -321,25 +359,40 @@ def _coverage_problems(root: _ParsedNode, chunk_count: int) -> list[str]:
     sequence = root.chunk_sequence()
     counts = Counter(index for index, _ in sequence)
     valid = f"there are {chunk_count} chunks, numbered 0-{chunk_count - 1}"
-    problems: list[str] = []
+    problems = [
+        *_unknown_chunk_problems(counts, chunk_count, valid),
+        *_repeated_chunk_problems(sequence, counts, chunk_count),
+        *_missing_chunk_problems(counts, chunk_count, valid),
+    ]
+    # The order is only worth checking once every chunk is there exactly once.
+    return problems or _order_problems(sequence)
+
+
+def _unknown_chunk_problems(counts: Counter[int], chunk_count: int, valid: str) -> list[str]:
     unknown = sorted(index for index in counts if not 0 <= index < chunk_count)
-    if unknown:
-        problems.append(f"unknown chunk index(es) {_ranges(unknown)} ({valid})")
+    if not unknown:
+        return []
+    return [f"unknown chunk index(es) {_ranges(unknown)} ({valid})"]
+
+
+def _repeated_chunk_problems(
+    sequence: list[tuple[int, str]], counts: Counter[int], chunk_count: int
+) -> list[str]:
     repeated = sorted(index for index, count in counts.items() if count > 1 and 0 <= index < chunk_count)
-    if repeated:
-        places = sorted({path for index, path in sequence if index == repeated[0]})
-        problems.append(
-            f"chunk(s) {_ranges(repeated)} appear more than once (chunk {repeated[0]} is in "
-            f"{' and '.join(places)}); each chunk must appear exactly once"
-        )
+    if not repeated:
+        return []
+    places = sorted({path for index, path in sequence if index == repeated[0]})
+    return [
+        f"chunk(s) {_ranges(repeated)} appear more than once (chunk {repeated[0]} is in "
+        f"{' and '.join(places)}); each chunk must appear exactly once"
+    ]
+
+
+def _missing_chunk_problems(counts: Counter[int], chunk_count: int, valid: str) -> list[str]:
     missing = [index for index in range(chunk_count) if index not in counts]
-    if missing:
-        problems.append(
-            f"chunk(s) {_ranges(missing)} are missing; every chunk must appear exactly once ({valid})"
-        )
-    if not problems:
-        problems.extend(_order_problems(sequence))
-    return problems
+    if not missing:
+        return []
+    return [f"chunk(s) {_ranges(missing)} are missing; every chunk must appear exactly once ({valid})"]
 
 
 def _order_problems(sequence: list[tuple[int, str]]) -> list[str]:
