@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,29 +48,67 @@ def segment(
     """
     count = len(sizes)
     free = free or [False] * count
-    whole = whole or {}
-    best = [0.0] + [math.inf] * count
-    back = [0] * (count + 1)
+    costs = _CutCosts(break_costs, target, min_size, size_weight, whole or {}, whole_bonus)
+    best = [0.0] + [math.inf] * count  # best[end]: the cheapest cut of sizes[:end]
+    back = [0] * (count + 1)  # back[end]: where that cut's last segment starts
     for end in range(1, count + 1):
-        total, counted, solid = 0.0, 0.0, 0
-        for start in range(end - 1, -1, -1):
-            total += sizes[start]
-            if not free[start]:
-                counted += sizes[start]
-                solid += 1
-            if counted > max_size and solid > 1:
-                break
-            cost = best[start] + size_weight * ((total - target) / target) ** 2
-            if total < min_size:
-                cost += 4.0 * (min_size - total) / min_size
-            if start > 0:
-                cost += break_costs[start]
-            if whole.get(start) == end:
-                cost -= whole_bonus
-            if cost < best[end]:
-                best[end], back[end] = cost, start
+        best[end], back[end] = _cheapest_last_segment(end, sizes, free, max_size, best, costs)
+    return _starts(back)
+
+
+@dataclass(frozen=True)
+class _CutCosts:
+    """What a segment and the cut before it cost (``segment``'s parameters)."""
+
+    break_costs: Sequence[float]
+    target: float
+    min_size: float
+    size_weight: float
+    whole: dict[int, int]
+    whole_bonus: float
+
+    def cost(self, before: float, total: float, start: int, end: int) -> float:
+        """``before`` (the cheapest cut up to ``start``) plus segment [start, end) of ``total``
+        size, in this order of additions: the sums must not change by a rounding."""
+        cost = before + self.size_weight * ((total - self.target) / self.target) ** 2
+        if total < self.min_size:
+            cost += 4.0 * (self.min_size - total) / self.min_size
+        if start > 0:
+            cost += self.break_costs[start]
+        if self.whole.get(start) == end:
+            cost -= self.whole_bonus
+        return cost
+
+
+def _cheapest_last_segment(
+    end: int,
+    sizes: Sequence[float],
+    free: Sequence[bool],
+    max_size: float,
+    best: list[float],
+    costs: _CutCosts,
+) -> tuple[float, int]:
+    """The cheapest cut of ``sizes[:end]`` and the start of its last segment, trying each start
+    from ``end - 1`` back until the segment holds more than ``max_size`` of counted items."""
+    cheapest, cheapest_start = math.inf, 0
+    total, counted, solid = 0.0, 0.0, 0
+    for start in range(end - 1, -1, -1):
+        total += sizes[start]
+        if not free[start]:
+            counted += sizes[start]
+            solid += 1
+        if counted > max_size and solid > 1:
+            break
+        cost = costs.cost(best[start], total, start, end)
+        if cost < cheapest:
+            cheapest, cheapest_start = cost, start
+    return cheapest, cheapest_start
+
+
+def _starts(back: list[int]) -> list[int]:
+    """The segments' starts, read back from the end through ``back``."""
     starts = []
-    cursor = count
+    cursor = len(back) - 1
     while cursor > 0:
         cursor = back[cursor]
         starts.append(cursor)

@@ -125,14 +125,15 @@ def _ends_sentence(text: str, sentence_start: int, match: re.Match[str]) -> bool
         # pysbd cuts '... the "Receiving Party.|" "Confidential' before the closing quote, but
         # '"Stop." Then' after it; cutting in neither place can never split one of its sentences.
         return False
-    if punctuation[0] != ".":
-        return True  # ! ? … before a capital
-    if punctuation.startswith(".."):
-        return True  # an ellipsis before a capital
-    word_start = match.start()
-    while word_start > sentence_start and not text[word_start - 1].isspace():
-        word_start -= 1
-    word = text[word_start : match.start()].lstrip(_OPENERS)
+    if punctuation[0] != "." or punctuation.startswith(".."):
+        return True  # ! ? … or an ellipsis before a capital
+    return _full_stop_ends_sentence(text, sentence_start, match, following)
+
+
+def _full_stop_ends_sentence(text: str, sentence_start: int, match: re.Match[str], following: str) -> bool:
+    """A single full stop before a capital: the end of a sentence unless it ends a list number,
+    an initial or an abbreviation, or closes a list marker opening the sentence."""
+    word = _word_before(text, sentence_start, match.start())
     if _NUMBER.match(word):
         # pysbd keeps "Appendix 1. For ..." and "... 3. Hosting" together (list handling); so do we.
         # Inline numbered headings get their own boundary from the heading detector instead.
@@ -144,6 +145,15 @@ def _ends_sentence(text: str, sentence_start: int, match: re.Match[str]) -> bool
     if word.lower() in _COMPANY_SUFFIXES and not following.isupper():
         return False  # "Foo Inc. (the Company)": pysbd splits after these only before a capital
     return not _LEADING_MARKER.match(text[sentence_start : match.start()])
+
+
+def _word_before(text: str, sentence_start: int, end: int) -> str:
+    """The word that ends at ``end`` (no further back than ``sentence_start``), without the
+    brackets and quotes that open it."""
+    word_start = end
+    while word_start > sentence_start and not text[word_start - 1].isspace():
+        word_start -= 1
+    return text[word_start:end].lstrip(_OPENERS)
 
 
 def _line_break_strength(text: str, previous: tuple[int, int], current: tuple[int, int]) -> int:
