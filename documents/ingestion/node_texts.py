@@ -12,7 +12,7 @@ import bisect
 import functools
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -164,15 +164,9 @@ class NodeTexts:
         if draft.heading is not None and draft.heading.title:
             return draft.heading.title
         if draft.heading is None and depth > 0:
-            # A group of small headed parts ("Chief Complaint", "Present Illness") is named by them.
-            units = self.builder.units[draft.first : draft.last]
-            titles = [
-                unit.heading.title
-                for unit in units
-                if unit.heading is not None and unit.heading.title and unit.heading is not inherited
-            ]
-            if titles:
-                return shorten("; ".join(titles[:3]) + ("; \u2026" if len(titles) > 3 else ""), TITLE_CHARS)
+            headed_parts = self._headed_parts_title(draft, inherited)
+            if headed_parts:
+                return headed_parts
         if self._is_preamble(draft, depth, parent):
             return "Preamble"
         label = draft.heading.label if draft.heading is not None else ""
@@ -180,6 +174,19 @@ class NodeTexts:
         if label:
             return shorten(f"{label} {phrase}".strip(), TITLE_CHARS)
         return phrase
+
+    def _headed_parts_title(self, draft: Draft, inherited: Heading | None) -> str:
+        """A group of small headed parts ("Chief Complaint", "Present Illness") is named by them
+        (by the first three); "" when none inside has a titled heading of its own."""
+        units = self.builder.units[draft.first : draft.last]
+        titles = [
+            unit.heading.title
+            for unit in units
+            if unit.heading is not None and unit.heading.title and unit.heading is not inherited
+        ]
+        if not titles:
+            return ""
+        return shorten("; ".join(titles[:3]) + ("; \u2026" if len(titles) > 3 else ""), TITLE_CHARS)
 
     def _is_preamble(self, draft: Draft, depth: int, parent: Draft | None) -> bool:
         """The untitled opening of a contract, where it names its parties and recitals: what any
@@ -192,19 +199,32 @@ class NodeTexts:
         )
 
     def _summary(self, draft: Draft) -> str:
+        candidates = self._summary_candidates(draft)
+        if not candidates:
+            # Short lines only: quote them, but never a price list or an address block (then the
+            # summary is the title).
+            prose = [self.plain[index] for index in range(draft.first, draft.last) if self.prose[index]]
+            return _shorten_words(" ".join(sentence for sentence in prose if sentence), _SUMMARY_WORDS)
+        chosen = self._central_sentences(draft, candidates)
+        summary = " ".join(self.quotable[index] for index in sorted(chosen))
+        return _shorten_words(summary, _SUMMARY_WORDS)
+
+    def _summary_candidates(self, draft: Draft) -> list[int]:
+        """The units of ``draft`` a summary may quote: sentences of four words or more, not
+        heading lines, not repeated on other pages (headers and footers)."""
         units = self.builder.units
-        candidates = [
+        return [
             index
             for index in range(draft.first, draft.last)
             if not units[index].heading_only
             and self.quotable[index].count(" ") >= 3
             and self.footprints[index] not in self._repeated
         ]
-        if not candidates:
-            # Short lines only: quote them, but never a price list or an address block (then the
-            # summary is the title).
-            prose = [self.plain[index] for index in range(draft.first, draft.last) if self.prose[index]]
-            return _shorten_words(" ".join(sentence for sentence in prose if sentence), _SUMMARY_WORDS)
+
+    def _central_sentences(self, draft: Draft, candidates: list[int]) -> list[int]:
+        """The ``candidates`` closest to the centroid of the draft's leaves, best first, up to
+        ``_SUMMARY_SENTENCES`` of them or two thirds of ``_SUMMARY_WORDS``; one that would pass
+        ``_SUMMARY_WORDS`` is skipped (unless it is the first)."""
         leaf_vectors = np.stack([self.builder.mean_vector(leaf) for leaf in _leaves_of(draft)])
         centroid = leaf_vectors.mean(axis=0)
         scores = self.builder.vectors[candidates] @ centroid
@@ -219,8 +239,7 @@ class NodeTexts:
             words += length
             if len(chosen) >= _SUMMARY_SENTENCES or words >= _SUMMARY_WORDS * 2 // 3:
                 break
-        summary = " ".join(self.quotable[index] for index in sorted(chosen))
-        return _shorten_words(summary, _SUMMARY_WORDS)
+        return chosen
 
     def _repeated_lines(self) -> set[str]:
         """Units seen more than once up to digits: page headers and footers, never summary material."""
@@ -296,15 +315,19 @@ class NodeTexts:
         if wider:
             return self._surface[max(wider, key=lambda phrase: (total[phrase], len(phrase), phrase))]
         for other in next_best:
-            if (
-                total[other] > 1  # said more than once: a topic, not a passing phrase
-                and word not in other.split()
-                and " and " not in self._surface[other]
-                and f"{word} {other}" not in total  # not the two halves of one phrase
-                and f"{other} {word}" not in total
-            ):
+            if self._is_second_topic(word, other, total):
                 return f"{self._surface[word]} and {self._surface[other]}"
         return self._surface[word]
+
+    def _is_second_topic(self, word: str, other: str, total: Counter[str]) -> bool:
+        """Whether ``other`` may follow ``word`` in "<word> and <other>"."""
+        return (
+            total[other] > 1  # said more than once: a topic, not a passing phrase
+            and word not in other.split()
+            and " and " not in self._surface[other]
+            and f"{word} {other}" not in total  # not the two halves of one phrase
+            and f"{other} {word}" not in total
+        )
 
     def _range_counts(self, first: int, last: int) -> Counter[str]:
         """Phrase counts of the leaves in the unit range [first, last)."""
@@ -333,19 +356,30 @@ class NodeTexts:
         for segment in _PHRASE_BREAK.split(self._prose(first, last)):
             words = [_POSSESSIVE.sub("", word) for word in _WORD.findall(segment)]
             lowered = [word.lower() for word in words]
-            for size in (1, 2, 3):
-                for start in range(len(words) - size + 1):
-                    gram = lowered[start : start + size]
-                    if not (_phrase_edge(gram[0]) and _phrase_end(gram[-1])):
-                        continue
-                    if size == 3 and gram[1] in _STOPWORDS and gram[1] not in _PHRASE_JOINERS:
-                        continue
-                    if size == 1 and len(gram[0]) < 4:
-                        continue
-                    phrase = " ".join(gram)
-                    counts[phrase] += 1
-                    self._surface.setdefault(phrase, " ".join(words[start : start + size]))
+            for start, size in _phrase_spans(lowered):
+                phrase = " ".join(lowered[start : start + size])
+                counts[phrase] += 1
+                self._surface.setdefault(phrase, " ".join(words[start : start + size]))
         return counts
+
+
+def _phrase_spans(lowered: list[str]) -> Iterator[tuple[int, int]]:
+    """(start, size) of each 1- to 3-word phrase of ``lowered`` (lowercased words), the single
+    words first, then the pairs, then the triples."""
+    for size in (1, 2, 3):
+        for start in range(len(lowered) - size + 1):
+            if _is_phrase(lowered[start : start + size]):
+                yield start, size
+
+
+def _is_phrase(gram: list[str]) -> bool:
+    """Content words at both ends, a noun last; inside a triple only a joiner ("of", "and")
+    among the stopwords; a lone word of four letters or more."""
+    if not (_phrase_edge(gram[0]) and _phrase_end(gram[-1])):
+        return False
+    if len(gram) == 3 and gram[1] in _STOPWORDS and gram[1] not in _PHRASE_JOINERS:
+        return False
+    return not (len(gram) == 1 and len(gram[0]) < 4)
 
 
 def _footprint(sentence: str) -> str:
@@ -389,16 +423,31 @@ def first_line_title(text: str) -> str:
     opens with a paragraph."""
     candidates: list[str] = []
     for raw in re.split(r"\n|[ \t\u00a0]{3,}", text[:1500])[:12]:
-        line = " ".join(re.sub(r"[*_`#]+", " ", raw).split()).strip(" .:;,-")
-        if not re.search(r"[^\W\d_]{2}", line) or _JUNK_TITLE_LINE.search(line):
+        line = _title_line(raw)
+        if line is None:
             continue
-        line = line.strip("[]")
         if len(line.split()) > 12 or len(line) > TITLE_CHARS:
-            caps = re.match(r"^(?:[A-Z][A-Z&,'-]+\s+){1,7}[A-Z][A-Z&'-]+\b", line)
-            if caps and not candidates and _DOCUMENT_KIND.search(caps.group()):
-                return caps.group()  # "SERVICE AGREEMENT This Agreement is entered into ..."
-            break
+            # A paragraph: the title lines are over.
+            return clean_title(candidates[0]) if candidates else _capitalised_kind(line)
         if _DOCUMENT_KIND.search(line) and not line.lower().startswith("this "):
             return clean_title(line)
         candidates.append(line)
     return clean_title(candidates[0]) if candidates else ""
+
+
+def _title_line(raw: str) -> str | None:
+    """``raw`` without markup, brackets and the punctuation at its ends; None when it is no
+    title (no word in it, an exhibit number, a date, a filing notice)."""
+    line = " ".join(re.sub(r"[*_`#]+", " ", raw).split()).strip(" .:;,-")
+    if not re.search(r"[^\W\d_]{2}", line) or _JUNK_TITLE_LINE.search(line):
+        return None
+    return line.strip("[]")
+
+
+def _capitalised_kind(line: str) -> str:
+    """The capitalised words opening a long first line when they name the kind of document
+    ("SERVICE AGREEMENT This Agreement is entered into ..."), else ""."""
+    caps = re.match(r"^(?:[A-Z][A-Z&,'-]+\s+){1,7}[A-Z][A-Z&'-]+\b", line)
+    if caps and _DOCUMENT_KIND.search(caps.group()):
+        return caps.group()
+    return ""
