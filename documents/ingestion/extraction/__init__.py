@@ -21,6 +21,7 @@ from __future__ import annotations
 import codecs
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from documents.ingestion.extraction.assemble import Block, assemble, clean_chars, clean_line
 from documents.ingestion.extraction.detect import Detected, detect_format, format_from_name
@@ -40,6 +41,9 @@ from documents.ingestion.extraction.model import (
     PageSpan,
     Progress,
 )
+
+if TYPE_CHECKING:
+    from documents.ingestion.extraction.pdf_layout import PdfPage
 
 __all__ = [
     "DOCX",
@@ -167,40 +171,63 @@ def _pdf_blocks(
     layout = read_pdf(data, filename=filename, limits=limits, deadline=deadline, on_page=progress)
     pages = len(layout.pages)
     recognised = _Recognised()
-    # A page with (almost) no characters that draws something: a picture of a page.
-    scanned = [
-        index
-        for index, page in enumerate(layout.pages)
-        if page.ink_chars < _MIN_CHARS_PER_PAGE and not page.blank
-    ]
+    scanned = _scanned_pages(layout.pages)
     if ocr is not None and scanned:
         recognised = _recognise(data, scanned, ocr, filename=filename, limits=limits, deadline=deadline)
-        text_pages = read_pdf(
-            recognised.text_layer, filename=filename, limits=limits, deadline=deadline
-        ).pages
-        if len(text_pages) != len(scanned):  # OCRmyPDF keeps every page it is given
-            raise ExtractionError(
-                f"{filename}: OCR returned {len(text_pages)} pages for {len(scanned)}; "
-                "save or export it again and upload it again",
-                code="ocr_failed",
-            )
-        for index, page in zip(scanned, text_pages, strict=True):
-            layout.pages[index] = page
+        _replace_scanned(
+            layout.pages, scanned, recognised, filename=filename, limits=limits, deadline=deadline
+        )
     if sum(page.ink_chars for page in layout.pages) < _MIN_CHARS_PER_PAGE * pages:
-        if recognised.pages:
-            languages = "+".join(ocr.options.languages) if ocr is not None else ""
-            raise ExtractionError(
-                f"{filename} has no text layer (a scanned PDF?), and OCR (Tesseract, languages "
-                f"{languages}) found no text on its pages either. Upload a clearer scan, or a file "
-                "with a text layer",
-                code="no_text_layer",
-            )
+        raise _no_text_layer(filename, recognised, ocr)
+    return clean_pages(layout.pages, layout.outline if use_outline else []), pages, recognised
+
+
+def _scanned_pages(pages: list[PdfPage]) -> list[int]:
+    """The pages (0-based) with (almost) no characters that draw something: pictures of pages."""
+    return [
+        index for index, page in enumerate(pages) if page.ink_chars < _MIN_CHARS_PER_PAGE and not page.blank
+    ]
+
+
+def _replace_scanned(
+    pages: list[PdfPage],
+    scanned: list[int],
+    recognised: _Recognised,
+    *,
+    filename: str,
+    limits: ExtractionLimits,
+    deadline: Deadline,
+) -> None:
+    """Each of the ``scanned`` pages replaced, in place, by its page of the OCR's text layer."""
+    from documents.ingestion.extraction.pdf_pdfium import read_pdf
+
+    text_pages = read_pdf(recognised.text_layer, filename=filename, limits=limits, deadline=deadline).pages
+    if len(text_pages) != len(scanned):  # OCRmyPDF keeps every page it is given
         raise ExtractionError(
-            f"{filename} has no text layer (a scanned PDF?): its pages are images. Run it through "
-            "OCR (for example ocrmypdf) and upload the result",
+            f"{filename}: OCR returned {len(text_pages)} pages for {len(scanned)}; "
+            "save or export it again and upload it again",
+            code="ocr_failed",
+        )
+    for index, page in zip(scanned, text_pages, strict=True):
+        pages[index] = page
+
+
+def _no_text_layer(filename: str, recognised: _Recognised, ocr: _OcrRun | None) -> ExtractionError:
+    """The error for a PDF whose pages hold too few characters: after OCR, that it found none
+    either; without, that the file needs it."""
+    if recognised.pages:
+        languages = "+".join(ocr.options.languages) if ocr is not None else ""
+        return ExtractionError(
+            f"{filename} has no text layer (a scanned PDF?), and OCR (Tesseract, languages "
+            f"{languages}) found no text on its pages either. Upload a clearer scan, or a file "
+            "with a text layer",
             code="no_text_layer",
         )
-    return clean_pages(layout.pages, layout.outline if use_outline else []), pages, recognised
+    return ExtractionError(
+        f"{filename} has no text layer (a scanned PDF?): its pages are images. Run it through "
+        "OCR (for example ocrmypdf) and upload the result",
+        code="no_text_layer",
+    )
 
 
 def _recognise(

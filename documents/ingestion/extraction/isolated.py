@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -124,26 +125,9 @@ def run_isolated(
     raises ``ChildStopped``. Extraction and page drawing both run here, so they share one way
     of starting, timing and reaping a child."""
     child, receiver = spawn_isolated(target, args)
-    allowed = max(0.0, max_seconds)
-    expires = time.monotonic() + allowed
-    grantable = max(0.0, max_more_seconds)
+    clock = _ChildClock.starting(max_seconds, max_more_seconds)
     try:
-        while True:
-            if not receiver.poll(max(0.0, expires - time.monotonic())):
-                raise ChildTooSlow(allowed)
-            kind, payload = receiver.recv()
-            if kind == "more_time":
-                granted = min(grantable, max(0.0, float(payload)))
-                grantable -= granted
-                allowed += granted
-                expires += granted
-            elif kind == "progress":
-                if on_progress is not None:
-                    on_progress(*payload)
-            elif listeners is not None and kind in listeners:
-                listeners[kind](*payload)
-            else:
-                return kind, payload
+        return _answer(receiver, clock, _Listeners(on_progress, listeners or {}))
     except EOFError:
         child.wait()
         raise ChildStopped(killed=child.returncode is not None and child.returncode < 0) from None
@@ -152,6 +136,62 @@ def run_isolated(
         if child.poll() is None:
             child.kill()
         child.wait()
+
+
+@dataclass
+class _ChildClock:
+    """The child's time: what it is allowed in all (``ChildTooSlow`` says so), when that runs
+    out, and how much more it may still be granted."""
+
+    allowed: float
+    expires: float
+    grantable: float
+
+    @classmethod
+    def starting(cls, max_seconds: float, max_more_seconds: float) -> _ChildClock:
+        allowed = max(0.0, max_seconds)
+        return cls(allowed, time.monotonic() + allowed, max(0.0, max_more_seconds))
+
+    def left(self) -> float:
+        return max(0.0, self.expires - time.monotonic())
+
+    def grant(self, asked: float) -> None:
+        """More time, as the child asked (``("more_time", seconds)``), up to what is grantable."""
+        granted = min(self.grantable, max(0.0, asked))
+        self.grantable -= granted
+        self.allowed += granted
+        self.expires += granted
+
+
+@dataclass(frozen=True)
+class _Listeners:
+    """Who hears the child's messages that are not its answer (``run_isolated``)."""
+
+    on_progress: Callable[..., None] | None
+    by_kind: Mapping[str, Callable[..., None]]
+
+    def hear(self, kind: str, payload: Any) -> bool:
+        """Pass a message on; False when no one listens to its kind: then it is the answer."""
+        if kind == "progress":
+            if self.on_progress is not None:
+                self.on_progress(*payload)
+            return True
+        if kind in self.by_kind:
+            self.by_kind[kind](*payload)
+            return True
+        return False
+
+
+def _answer(receiver: Connection, clock: _ChildClock, listeners: _Listeners) -> tuple[str, Any]:
+    """The child's first message that is its answer; ``ChildTooSlow`` when its time runs out."""
+    while True:
+        if not receiver.poll(clock.left()):
+            raise ChildTooSlow(clock.allowed)
+        kind, payload = receiver.recv()
+        if kind == "more_time":
+            clock.grant(float(payload))
+        elif not listeners.hear(kind, payload):
+            return kind, payload
 
 
 # The folder that holds the ``documents`` package: the child imports the reader from it.

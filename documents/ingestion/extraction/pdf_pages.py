@@ -52,35 +52,49 @@ def text_boxes(page: Any, text: str, *, from_top: bool, to_bottom: bool) -> list
         wanted, _ = _keys(text)
         if not wanted:
             return []
-        # Matched even where the stretch runs from the page's top or to its bottom: the page's
-        # running header and footer are not part of it. Only a miss falls back to the page's edge.
-        start = _find_start(page_keys, wanted)
-        if start is None:
-            start = 0 if from_top else None
-        if start is None:
+        matched = _matched_keys(page_keys, wanted, from_top=from_top, to_bottom=to_bottom)
+        if matched is None:
             return []
-        end = _find_end(page_keys, wanted, after=start)
-        if end is None:
-            end = len(page_keys) if to_bottom else None
-        if end is None or end <= start:
-            return []
+        start, end = matched
         first = index_of[start] if start < len(index_of) else count
         last = index_of[end - 1] + 1 if end - 1 < len(index_of) else count
-        width, height = page.get_size()
-        boxes = []
-        for rect in range(textpage.count_rects(first, last - first)):
-            left, bottom, right, top = textpage.get_rect(rect)
-            boxes.append(
-                Box(
-                    left=round(max(0.0, left / width), 4),
-                    top=round(max(0.0, (height - top) / height), 4),
-                    width=round((right - left) / width, 4),
-                    height=round((top - bottom) / height, 4),
-                )
-            )
-        return boxes
+        return _line_boxes(page, textpage, first, last)
     finally:
         textpage.close()
+
+
+def _matched_keys(page_keys: str, wanted: str, *, from_top: bool, to_bottom: bool) -> tuple[int, int] | None:
+    """Where ``wanted`` starts and ends among the page's keys; None when it is not found."""
+    # Matched even where the stretch runs from the page's top or to its bottom: the page's
+    # running header and footer are not part of it. Only a miss falls back to the page's edge.
+    start = _find_start(page_keys, wanted)
+    if start is None:
+        start = 0 if from_top else None
+    if start is None:
+        return None
+    end = _find_end(page_keys, wanted, after=start)
+    if end is None:
+        end = len(page_keys) if to_bottom else None
+    if end is None or end <= start:
+        return None
+    return start, end
+
+
+def _line_boxes(page: Any, textpage: Any, first: int, last: int) -> list[Box]:
+    """The boxes of PDFium's characters [first, last): one per line, as fractions of the page."""
+    width, height = page.get_size()
+    boxes = []
+    for rect in range(textpage.count_rects(first, last - first)):
+        left, bottom, right, top = textpage.get_rect(rect)
+        boxes.append(
+            Box(
+                left=round(max(0.0, left / width), 4),
+                top=round(max(0.0, (height - top) / height), 4),
+                width=round((right - left) / width, 4),
+                height=round((top - bottom) / height, 4),
+            )
+        )
+    return boxes
 
 
 def _keys(text: str) -> tuple[str, list[int]]:
