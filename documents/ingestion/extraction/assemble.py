@@ -82,19 +82,13 @@ def assemble(blocks: list[Block], *, pages: int, max_chars: int, filename: str) 
         if not block.text.strip():
             continue
         if parts:
-            if block.new_paragraph or block.heading_level or previous_heading:
-                separator = "\n\n"
-            else:
-                separator = " " if block.wrapped else "\n"
+            separator = _separator(block, previous_heading=previous_heading)
             parts.append(separator)
             length += len(separator)
         page_starts.setdefault(block.page, length)
+        line = _line(block)
         if block.heading_level:
-            level = min(6, block.heading_level)
-            line = f"{'#' * level} {block.text}"
-            headings.append(HeadingHint(length, length + len(line), level, block.text, block.heading_source))
-        else:
-            line = block.text
+            headings.append(_heading_hint(block, start=length, end=length + len(line)))
         parts.append(line)
         length += len(line)
         previous_heading = bool(block.heading_level)
@@ -109,6 +103,28 @@ def assemble(blocks: list[Block], *, pages: int, max_chars: int, filename: str) 
         length += 1
     text = "".join(parts)
     return Assembled(text, _page_spans(page_starts, pages, len(text)), tuple(headings))
+
+
+def _separator(block: Block, *, previous_heading: bool) -> str:
+    """What goes between the line before and ``block``: a blank line around a heading and
+    before a new paragraph, a space before a wrapped line's rest, else a line break."""
+    if block.new_paragraph or block.heading_level or previous_heading:
+        return "\n\n"
+    return " " if block.wrapped else "\n"
+
+
+def _heading_level(block: Block) -> int:
+    return min(6, block.heading_level)  # markdown has six levels of heading
+
+
+def _line(block: Block) -> str:
+    if block.heading_level:
+        return f"{'#' * _heading_level(block)} {block.text}"
+    return block.text
+
+
+def _heading_hint(block: Block, *, start: int, end: int) -> HeadingHint:
+    return HeadingHint(start, end, _heading_level(block), block.text, block.heading_source)
 
 
 def _page_spans(page_starts: dict[int, int], pages: int, length: int) -> tuple[PageSpan, ...]:

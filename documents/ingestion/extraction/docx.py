@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from typing import Any
 
 from documents.ingestion.extraction.assemble import Block, clean_line
 from documents.ingestion.extraction.model import Deadline, ExtractionError, ExtractionLimits
@@ -73,45 +74,65 @@ def _fold_entities(body: object) -> None:
     plain and short, else the reference as written; the text after it stays where it was."""
     from lxml import etree
 
+    values = _plain_entity_values(body)
+    for entity in list(body.iter(etree.Entity)):  # type: ignore[attr-defined]
+        _put_text_in_place(entity, values.get(entity.name, f"&{entity.name};") + (entity.tail or ""))
+
+
+def _plain_entity_values(body: object) -> dict[str, str]:
+    """The entities the file's own DTD declares as plain text (no further references, at most
+    ``ENTITY_MAX_CHARS``): nothing a bomb can grow from."""
     dtd = body.getroottree().docinfo.internalDTD  # type: ignore[attr-defined]
-    values = {
+    if dtd is None:
+        return {}
+    return {
         declared.name: declared.content
-        for declared in (dtd.iterentities() if dtd is not None else ())
+        for declared in dtd.iterentities()
         if declared.content is not None
         and "&" not in declared.content
         and len(declared.content) <= ENTITY_MAX_CHARS
     }
-    for entity in list(body.iter(etree.Entity)):  # type: ignore[attr-defined]
-        text = values.get(entity.name, f"&{entity.name};") + (entity.tail or "")
-        previous, parent = entity.getprevious(), entity.getparent()
-        if previous is not None:
-            previous.tail = (previous.tail or "") + text
-        else:
-            parent.text = (parent.text or "") + text
-        parent.remove(entity)
 
 
-def _page_breaks(paragraph: object) -> tuple[int, int]:
+def _put_text_in_place(entity: Any, text: str) -> None:
+    """``entity`` removed, ``text`` where it was: the tail of the node before it, else the start
+    of its parent's text."""
+    previous, parent = entity.getprevious(), entity.getparent()
+    if previous is not None:
+        previous.tail = (previous.tail or "") + text
+    else:
+        parent.text = (parent.text or "") + text
+    parent.remove(entity)
+
+
+def _page_breaks(paragraph: Any) -> tuple[int, int]:
     """Page breaks before a paragraph (its "page break before" property, a rendered break at its
     start) and inside it (a hard break, a rendered break later on), counted once each."""
-    before = paragraph.find(f"{_W}pPr/{_W}pageBreakBefore")  # type: ignore[attr-defined]
     breaks = [
         element
-        for element in paragraph.iter(f"{_W}br", f"{_W}lastRenderedPageBreak")  # type: ignore[attr-defined]
+        for element in paragraph.iter(f"{_W}br", f"{_W}lastRenderedPageBreak")
         if element.tag.endswith("lastRenderedPageBreak") or element.get(f"{_W}type") == "page"
     ]
-    text_before_first = ""
-    if breaks:
-        run_texts = []
-        for element in paragraph.iter(f"{_W}t", f"{_W}br", f"{_W}lastRenderedPageBreak"):  # type: ignore[attr-defined]
-            if element is breaks[0]:
-                break
-            if element.tag == f"{_W}t":
-                run_texts.append(element.text or "")
-        text_before_first = "".join(run_texts)
-    at_start = 1 if breaks and not text_before_first.strip() else 0
-    starts = int(before is not None and (before.get(f"{_W}val") or "true") not in ("0", "false")) or at_start
+    at_start = 1 if breaks and not _text_before(paragraph, breaks[0]).strip() else 0
+    starts = int(_breaks_page_before(paragraph)) or at_start
     return starts, len(breaks) - at_start
+
+
+def _text_before(paragraph: Any, stop: object) -> str:
+    """The paragraph's text up to the element ``stop``."""
+    run_texts = []
+    for element in paragraph.iter(f"{_W}t", f"{_W}br", f"{_W}lastRenderedPageBreak"):
+        if element is stop:
+            break
+        if element.tag == f"{_W}t":
+            run_texts.append(element.text or "")
+    return "".join(run_texts)
+
+
+def _breaks_page_before(paragraph: Any) -> bool:
+    """Whether the paragraph's "page break before" property is set (on when it has no value)."""
+    before = paragraph.find(f"{_W}pPr/{_W}pageBreakBefore")
+    return before is not None and (before.get(f"{_W}val") or "true") not in ("0", "false")
 
 
 def _check_archive(data: bytes, filename: str, limits: ExtractionLimits) -> None:

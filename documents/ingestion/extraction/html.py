@@ -7,6 +7,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from documents.ingestion.extraction.assemble import Block, clean_line
 from documents.ingestion.extraction.model import Deadline
@@ -76,19 +77,34 @@ def html_blocks(data: bytes, *, deadline: Deadline) -> list[Block]:
     from selectolax.lexbor import LexborHTMLParser  # imported when a page is read
 
     tree = LexborHTMLParser(decode_html(data))
+    page_title = _page_title(tree)
+    _remove_chrome(tree)
+    root = _article(tree)
+    blocks = _Walker(deadline).walk(root) if root is not None else []
+    if page_title and not any(block.heading_level == 1 for block in blocks):
+        blocks.insert(0, Block(page_title, 1, 1, "tag"))
+    return blocks
+
+
+def _page_title(tree: Any) -> str:
+    """The page's ``<title>``: its heading when the article has no ``h1`` of its own."""
     title_node = tree.css_first("title")
-    page_title = clean_line(title_node.text()) if title_node is not None else ""
+    return clean_line(title_node.text()) if title_node is not None else ""
+
+
+def _remove_chrome(tree: Any) -> None:
+    """What is never the document's text, and the site's header and footer around the article."""
     for node in tree.css(_CHROME):
         node.decompose()
     for selector in _PAGE_FRAME:
         for node in tree.css(selector):
             if not _inside(node, ("article", "main")):
                 node.decompose()
-    root = tree.css_first("main") or _only(tree.css("article")) or tree.body or tree.root
-    blocks = _Walker(deadline).walk(root) if root is not None else []
-    if page_title and not any(block.heading_level == 1 for block in blocks):
-        blocks.insert(0, Block(page_title, 1, 1, "tag"))
-    return blocks
+
+
+def _article(tree: Any) -> Any:
+    """Where the text is: ``<main>``, else the one ``<article>``, else the whole body."""
+    return tree.css_first("main") or _only(tree.css("article")) or tree.body or tree.root
 
 
 def _inside(node: object, tags: tuple[str, ...]) -> bool:
@@ -129,35 +145,45 @@ class _Walker:
             steps += 1
             if steps % 2000 == 0:
                 self.deadline.check()
-            tag = node.tag  # type: ignore[attr-defined]
-            if not entering:
-                self.flush()
-                continue
-            if tag == "-text":
-                self.inline.append(node.text_content or "")  # type: ignore[attr-defined]
-            elif tag in _HEADINGS:
-                self.flush()
-                text = clean_line(node.text(separator=""))  # type: ignore[attr-defined]
-                if text:
-                    self.blocks.append(Block(text, 1, _HEADINGS[tag], "tag"))
-            elif tag == "table":
-                self.flush()
-                self.blocks.extend(_table_rows(node))
-            elif tag == "br":
-                self.flush(line_break=True)
+            if entering:
+                self.enter(node, stack)
             else:
-                if tag in _BLOCKS:
-                    self.flush()
-                    stack.append((node, False))
-                children = []
-                child = node.child  # type: ignore[attr-defined]
-                while child is not None:
-                    if child.tag != "-comment":
-                        children.append(child)
-                    child = child.next
-                stack.extend((child, True) for child in reversed(children))
+                self.flush()  # leaving a block element ends its line
         self.flush()
         return self.blocks
+
+    def enter(self, node: Any, stack: list[tuple[object, bool]]) -> None:
+        """Read ``node`` as it is reached: text, a heading, a table and a ``<br>`` at once; any
+        other element by its children, pushed onto ``stack`` (after its own exit, for a block)."""
+        tag = node.tag
+        if tag == "-text":
+            self.inline.append(node.text_content or "")
+        elif tag in _HEADINGS:
+            self.flush()
+            text = clean_line(node.text(separator=""))
+            if text:
+                self.blocks.append(Block(text, 1, _HEADINGS[tag], "tag"))
+        elif tag == "table":
+            self.flush()
+            self.blocks.extend(_table_rows(node))
+        elif tag == "br":
+            self.flush(line_break=True)
+        else:
+            if tag in _BLOCKS:
+                self.flush()
+                stack.append((node, False))
+            stack.extend((child, True) for child in reversed(_children(node)))
+
+
+def _children(node: Any) -> list[Any]:
+    """The node's children, comments left out."""
+    children = []
+    child = node.child
+    while child is not None:
+        if child.tag != "-comment":
+            children.append(child)
+        child = child.next
+    return children
 
 
 def _table_rows(table: object) -> list[Block]:
