@@ -58,6 +58,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -522,6 +523,259 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+Order = Sequence[int] | np.ndarray
+Ranked = ChunkIndex | ParentChild
+
+
+@dataclass(frozen=True)
+class _Corpus:
+    """What the reference methods compare against, made once per run (through ``match``)."""
+
+    contents: dict[Any, str]
+    matched: dict[Any, str]
+    document_tokens: dict[Any, int]  # only when ``ceiling`` runs
+    leaves: list[tuple[Any, str, int]]  # (doc_id, text, tokens), only when ``oracle`` runs
+
+    @property
+    def corpus_tokens(self) -> int:
+        return sum(self.document_tokens.values())
+
+
+def _corpus_for(
+    methods: Sequence[str],
+    contents: dict[Any, str],
+    collection: Collection | None,
+    pk_to_doc: dict[int, Any],
+    match: Match,
+) -> _Corpus:
+    matched = _matched(contents, match)
+    document_tokens = (
+        {doc: count_tokens(text) for doc, text in matched.items()} if "ceiling" in methods else {}
+    )
+    leaves = (
+        [(doc, match(text), tokens) for doc, text, tokens in _leaves(collection, pk_to_doc)]
+        if "oracle" in methods
+        else []
+    )
+    return _Corpus(contents, matched, document_tokens, leaves)
+
+
+@dataclass(frozen=True)
+class _Rankers:
+    """The flat baselines and the peers, indexed once per run, and every query's vector."""
+
+    query_vectors: np.ndarray | None
+    flat: ChunkIndex | None
+    peers: dict[str, ChunkIndex]
+    parent_child: ParentChild | None
+
+
+def _rankers_for(
+    prepared: Sequence[PreparedQuery],
+    *,
+    methods: Sequence[str],
+    contents: dict[Any, str],
+    collection: Collection | None,
+    pk_to_doc: dict[int, Any],
+    say: Log,
+) -> _Rankers:
+    cache_dir = Path(settings.DATA_DIR) / "bench-cache"
+    needs_vectors = any(m in methods for m in ("dense", *PEER_METHODS))
+    embedder = get_embedder() if needs_vectors else None
+    query_vectors = (
+        baselines.cached_embeddings(
+            embedder, [item.text for item in prepared], kind="query", cache_dir=cache_dir, log=say
+        )
+        if embedder is not None
+        else None
+    )
+    chunks = _ChunkIndexer(contents, embedder, cache_dir, say)
+    flat = None
+    if any(method in methods for method in BASELINE_METHODS):
+        flat = chunks.index(baselines.CHUNK_TOKENS, 0, lexical="bm25" in methods, dense="dense" in methods)
+    peers = {
+        name: chunks.index(peer.chunk_tokens, peer.overlap_tokens, lexical=True, dense=True)
+        for name, peer in baselines.PEERS.items()
+        if name in methods
+    }
+    parent_child = (
+        _parent_child(collection, pk_to_doc, embedder=embedder) if PARENT_CHILD in methods else None
+    )
+    return _Rankers(query_vectors, flat, peers, parent_child)
+
+
+@dataclass(frozen=True)
+class _ChunkIndexer:
+    """Flat chunk indexes over the documents, their passage vectors from the cache when there."""
+
+    contents: dict[Any, str]
+    embedder: Any
+    cache_dir: Path
+    say: Log
+
+    def index(self, size: int, overlap: int, *, lexical: bool, dense: bool) -> ChunkIndex:
+        chunks = baselines.chunk_documents(self.contents.items(), size, overlap)
+        self.say(f"{len(chunks)} chunks of <= {size} tokens, {overlap} overlapping")
+        texts = [chunk.text for chunk in chunks]
+        vectors = None
+        if dense and self.embedder is not None:
+            vectors = baselines.cached_embeddings(
+                self.embedder, texts, kind="passage", cache_dir=self.cache_dir, log=self.say
+            )
+        return ChunkIndex(
+            texts=texts, owners=[chunk.document for chunk in chunks],
+            token_counts=[chunk.token_count for chunk in chunks], vectors=vectors, lexical=lexical,
+        )  # fmt: skip
+
+
+def _packed(index: Ranked, order: Order, budgets: Sequence[int]) -> dict[int, Retrieved]:
+    """What packing ``order`` gives at each budget."""
+    items = index.items if isinstance(index, ParentChild) else index
+    inside = index.items.inside if isinstance(index, ParentChild) else None
+    out = {}
+    for budget in budgets:
+        picked = baselines.pack_ranked(order, items.token_counts, budget, inside=inside)
+        out[budget] = Retrieved(
+            [items.texts[i] for i in picked],
+            {items.owners[i] for i in picked},
+            sum(items.token_counts[i] for i in picked),
+        )
+    return out
+
+
+@dataclass
+class _MethodRun:
+    """Every method over the queries, one query at a time: the cells it fills, and the latencies
+    of the ranking methods and of the engine's modes (whole, and per server stage)."""
+
+    methods: Sequence[str]
+    budgets: Sequence[int]
+    corpus: _Corpus
+    rankers: _Rankers
+    collection: Collection | None
+    pk_to_doc: dict[int, Any]
+    say: Log
+    match: Match
+    cells: dict[tuple[str, int], Cell] = field(default_factory=lambda: defaultdict(Cell))
+    timings: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    stages: dict[str, dict[str, list[float]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+
+    @property
+    def engine_modes(self) -> list[str]:
+        return [method for method in self.methods if method in ENGINE_MODES]
+
+    def score(self, item: PreparedQuery, vector: np.ndarray | None) -> None:
+        if "ceiling" in self.methods:
+            self._ceiling(item)
+        if "oracle" in self.methods:
+            self._oracle(item)
+        for name, (index, order) in self._orders(item, vector).items():
+            for budget, retrieved in _packed(index, order, self.budgets).items():
+                _record(self.cells[name, budget], item, retrieved, self.match)
+        for mode in self.engine_modes:
+            for budget in self.budgets:
+                self._engine(item, mode, budget)
+
+    def latency(self) -> dict[str, Any]:
+        latency: dict[str, Any] = {name: _percentiles(values) for name, values in self.timings.items()}
+        for mode, by_stage in self.stages.items():
+            latency[f"{mode} (server stages)"] = {
+                stage: _percentiles(values) for stage, values in by_stage.items()
+            }
+        return latency
+
+    def _ceiling(self, item: PreparedQuery) -> None:
+        corpus, within = self.corpus, item.within
+        if within is None:
+            whole = Retrieved(list(corpus.matched.values()), set(corpus.contents), corpus.corpus_tokens)
+        else:
+            whole = Retrieved([corpus.matched[within]], {within}, corpus.document_tokens[within])
+        whole_score = score_sentences(item.sentences, whole.texts)  # the same at every budget
+        for budget in self.budgets:
+            _record(self.cells["ceiling", budget], item, whole, score=whole_score)
+
+    def _oracle(self, item: PreparedQuery) -> None:
+        useful = [leaf for leaf in self.corpus.leaves if _holds_a_reference(leaf, item)]
+        useful.sort(key=lambda leaf: leaf[2])
+        sizes = [leaf[2] for leaf in useful]
+        for budget in self.budgets:
+            picked = [useful[index] for index in baselines.pack_ranked(range(len(useful)), sizes, budget)]
+            _record(
+                self.cells["oracle", budget],
+                item,
+                Retrieved([p[1] for p in picked], {p[0] for p in picked}, sum(p[2] for p in picked)),
+            )
+
+    def _orders(self, item: PreparedQuery, vector: np.ndarray | None) -> dict[str, tuple[Ranked, Order]]:
+        """Each ranking method's order for the query, each timed as ``"<method> (rank)"``."""
+        orders: dict[str, tuple[Ranked, Order]] = {}
+        for name, index, rank in self._rankings(item, vector):
+            tick = time.perf_counter()
+            orders[name] = (index, rank())
+            self.timings[f"{name} (rank)"].append((time.perf_counter() - tick) * 1000)
+        return orders
+
+    def _rankings(
+        self, item: PreparedQuery, vector: np.ndarray | None
+    ) -> list[tuple[str, Ranked, Callable[[], Order]]]:
+        """(method, its index, how it ranks this query) for the ranking methods that run; the
+        ones that need the query's vector only when there is one."""
+        flat, text, within = self.rankers.flat, item.text, item.within
+        rankings: list[tuple[str, Ranked, Callable[[], Order]]] = []
+        if flat is not None and "bm25" in self.methods:
+            rankings.append(("bm25", flat, lambda: flat.bm25_order(text, within)))
+        if vector is None:
+            return rankings
+        if flat is not None and "dense" in self.methods:
+            rankings.append(("dense", flat, lambda: flat.dense_order(vector, within)))
+        for name, peer in self.rankers.peers.items():
+            rankings.append((name, peer, partial(peer.hybrid_order, text, vector, within)))
+        parent_child = self.rankers.parent_child
+        if parent_child is not None:
+            rankings.append((PARENT_CHILD, parent_child, partial(parent_child.order, text, vector, within)))
+        return rankings
+
+    def _engine(self, item: PreparedQuery, mode: str, budget: int) -> None:
+        cell = self.cells[mode, budget]
+        tick = time.perf_counter()
+        try:
+            result = _engine_retrieve(
+                item.text, budget, mode, self.collection, documents=self._documents(item.within)
+            )
+        except RetrievalInputError as error:  # counted, scored as nothing found
+            cell.errors += 1
+            self.say(f"{mode} query {item.query.query_id} at {budget}: {error}")
+            _record(cell, item, Retrieved([], set(), 0))
+            return
+        self.timings[mode].append((time.perf_counter() - tick) * 1000)
+        for stage, ms in result.timings_ms.items():
+            self.stages[mode][stage].append(float(ms))
+        cell.routing[str(result.routing)] += 1
+        retrieved = Retrieved(
+            [chunk.text for chunk in result.chunks],
+            {self.pk_to_doc.get(chunk.document_id) for chunk in result.chunks},
+            int(result.total_tokens),
+        )
+        _record(cell, item, retrieved, self.match)
+
+    def _documents(self, within: Any) -> list[int] | None:
+        """The engine's filter for a scoped query: its document's pk."""
+        return [self._doc_to_pk[within]] if within is not None else None
+
+    @cached_property
+    def _doc_to_pk(self) -> dict[Any, int]:
+        return {doc: pk for pk, doc in self.pk_to_doc.items() if doc is not None}
+
+
+def _holds_a_reference(leaf: tuple[Any, str, int], item: PreparedQuery) -> bool:
+    """Whether the leaf is in the query's scope and holds one of its reference sentences."""
+    if item.within is not None and leaf[0] != item.within:
+        return False
+    return any(s in leaf[1] for reference in item.sentences for s in reference)
+
+
 def _run_methods(
     prepared: Sequence[PreparedQuery],
     *,
@@ -533,162 +787,27 @@ def _run_methods(
     say: Log,
     match: Match = _exact,
 ) -> tuple[dict[tuple[str, int], Cell], dict[str, Any]]:
-    cells: dict[tuple[str, int], Cell] = defaultdict(Cell)
-    timings: dict[str, list[float]] = defaultdict(list)
-    stages: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    doc_to_pk = {doc: pk for pk, doc in pk_to_doc.items() if doc is not None}
-
-    matched = _matched(contents, match)
-    documents_whole = list(matched.values())
-    corpus_tokens = 0
-    document_tokens: dict[Any, int] = {}
-    if "ceiling" in methods:
-        document_tokens = {doc: count_tokens(text) for doc, text in matched.items()}
-        corpus_tokens = sum(document_tokens.values())
-    leaves: list[tuple[Any, str, int]] = (
-        [(doc, match(text), tokens) for doc, text, tokens in _leaves(collection, pk_to_doc)]
-        if "oracle" in methods
-        else []
+    run = _MethodRun(
+        methods=methods,
+        budgets=budgets,
+        corpus=_corpus_for(methods, contents, collection, pk_to_doc, match),
+        rankers=_rankers_for(
+            prepared, methods=methods, contents=contents, collection=collection, pk_to_doc=pk_to_doc, say=say
+        ),
+        collection=collection,
+        pk_to_doc=pk_to_doc,
+        say=say,
+        match=match,
     )
-
-    cache_dir = Path(settings.DATA_DIR) / "bench-cache"
-    needs_vectors = any(m in methods for m in ("dense", *PEER_METHODS))
-    embedder = get_embedder() if needs_vectors else None
-    query_vectors = (
-        baselines.cached_embeddings(
-            embedder, [item.text for item in prepared], kind="query", cache_dir=cache_dir, log=say
-        )
-        if embedder is not None
-        else None
-    )
-
-    def chunk_index(size: int, overlap: int, *, lexical: bool, dense: bool) -> ChunkIndex:
-        chunks = baselines.chunk_documents(contents.items(), size, overlap)
-        say(f"{len(chunks)} chunks of <= {size} tokens, {overlap} overlapping")
-        texts = [chunk.text for chunk in chunks]
-        vectors = None
-        if dense and embedder is not None:
-            vectors = baselines.cached_embeddings(
-                embedder, texts, kind="passage", cache_dir=cache_dir, log=say
-            )
-        return ChunkIndex(
-            texts=texts, owners=[chunk.document for chunk in chunks],
-            token_counts=[chunk.token_count for chunk in chunks], vectors=vectors, lexical=lexical,
-        )  # fmt: skip
-
-    flat = None
-    if any(method in methods for method in BASELINE_METHODS):
-        flat = chunk_index(baselines.CHUNK_TOKENS, 0, lexical="bm25" in methods, dense="dense" in methods)
-    peers = {
-        name: chunk_index(peer.chunk_tokens, peer.overlap_tokens, lexical=True, dense=True)
-        for name, peer in baselines.PEERS.items()
-        if name in methods
-    }
-    parent_child = (
-        _parent_child(collection, pk_to_doc, embedder=embedder) if PARENT_CHILD in methods else None
-    )
-
-    def ranked(index: ChunkIndex | ParentChild, order: Sequence[int] | np.ndarray) -> dict[int, Retrieved]:
-        """What packing ``order`` gives at each budget."""
-        items = index.items if isinstance(index, ParentChild) else index
-        inside = index.items.inside if isinstance(index, ParentChild) else None
-        out = {}
-        for budget in budgets:
-            picked = baselines.pack_ranked(order, items.token_counts, budget, inside=inside)
-            out[budget] = Retrieved(
-                [items.texts[i] for i in picked],
-                {items.owners[i] for i in picked},
-                sum(items.token_counts[i] for i in picked),
-            )
-        return out
-
-    engine_modes = [method for method in methods if method in ENGINE_MODES]
-    if engine_modes:
+    if run.engine_modes:
         get_embedder().embed_query("warm up")  # the model's load time is not query latency
+    vectors = run.rankers.query_vectors
     started = time.perf_counter()
     for number, item in enumerate(prepared, 1):
-        within = item.within
-        vector = query_vectors[number - 1] if query_vectors is not None else None
-        if "ceiling" in methods:
-            if within is None:
-                whole = Retrieved(documents_whole, set(contents), corpus_tokens)
-            else:
-                whole = Retrieved([matched[within]], {within}, document_tokens[within])
-            whole_score = score_sentences(item.sentences, whole.texts)  # the same at every budget
-            for budget in budgets:
-                _record(cells["ceiling", budget], item, whole, score=whole_score)
-        if "oracle" in methods:
-            useful = [
-                leaf
-                for leaf in leaves
-                if (within is None or leaf[0] == within)
-                and any(s in leaf[1] for reference in item.sentences for s in reference)
-            ]
-            useful.sort(key=lambda leaf: leaf[2])
-            for budget in budgets:
-                picked = [
-                    useful[index]
-                    for index in baselines.pack_ranked(range(len(useful)), [u[2] for u in useful], budget)
-                ]
-                _record(
-                    cells["oracle", budget],
-                    item,
-                    Retrieved([p[1] for p in picked], {p[0] for p in picked}, sum(p[2] for p in picked)),
-                )
-        orders: dict[str, tuple[ChunkIndex | ParentChild, Sequence[int] | np.ndarray]] = {}
-        if flat is not None and "bm25" in methods:
-            tick = time.perf_counter()
-            orders["bm25"] = (flat, flat.bm25_order(item.text, within))
-            timings["bm25 (rank)"].append((time.perf_counter() - tick) * 1000)
-        if flat is not None and "dense" in methods and vector is not None:
-            tick = time.perf_counter()
-            orders["dense"] = (flat, flat.dense_order(vector, within))
-            timings["dense (rank)"].append((time.perf_counter() - tick) * 1000)
-        for name, peer in peers.items():
-            if vector is not None:
-                tick = time.perf_counter()
-                orders[name] = (peer, peer.hybrid_order(item.text, vector, within))
-                timings[f"{name} (rank)"].append((time.perf_counter() - tick) * 1000)
-        if parent_child is not None and vector is not None:
-            tick = time.perf_counter()
-            orders[PARENT_CHILD] = (parent_child, parent_child.order(item.text, vector, within))
-            timings[f"{PARENT_CHILD} (rank)"].append((time.perf_counter() - tick) * 1000)
-        for name, (index, order) in orders.items():
-            for budget, retrieved in ranked(index, order).items():
-                _record(cells[name, budget], item, retrieved, match)
-        for mode in engine_modes:
-            for budget in budgets:
-                cell = cells[mode, budget]
-                tick = time.perf_counter()
-                try:
-                    result = _engine_retrieve(
-                        item.text, budget, mode, collection,
-                        documents=[doc_to_pk[within]] if within is not None else None,
-                    )  # fmt: skip
-                except RetrievalInputError as error:  # counted, scored as nothing found
-                    cell.errors += 1
-                    say(f"{mode} query {item.query.query_id} at {budget}: {error}")
-                    _record(cell, item, Retrieved([], set(), 0))
-                    continue
-                timings[mode].append((time.perf_counter() - tick) * 1000)
-                for stage, ms in result.timings_ms.items():
-                    stages[mode][stage].append(float(ms))
-                cell.routing[str(result.routing)] += 1
-                retrieved = Retrieved(
-                    [chunk.text for chunk in result.chunks],
-                    {pk_to_doc.get(chunk.document_id) for chunk in result.chunks},
-                    int(result.total_tokens),
-                )
-                _record(cell, item, retrieved, match)
+        run.score(item, vectors[number - 1] if vectors is not None else None)
         if number % 25 == 0 or number == len(prepared):
             say(f"queries {number}/{len(prepared)} ({time.perf_counter() - started:.0f} s)")
-
-    latency: dict[str, Any] = {name: _percentiles(values) for name, values in timings.items()}
-    for mode, by_stage in stages.items():
-        latency[f"{mode} (server stages)"] = {
-            stage: _percentiles(values) for stage, values in by_stage.items()
-        }
-    return cells, latency
+    return run.cells, run.latency()
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float]:
