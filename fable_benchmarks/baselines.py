@@ -238,30 +238,45 @@ def cached_embeddings(
     if cache_dir is not None:
         name = f"{embedder.model_name}:{embedder.dimensions}"
         path = cache_dir / f"{cache_key(name, kind, texts)}.npy"
-        if path.is_file():
-            matrix = np.load(path)
-            if matrix.shape == (len(texts), embedder.dimensions):
-                return matrix
-    rows = []
-    for start in range(0, len(texts), _EMBED_GROUP):
-        group = texts[start : start + _EMBED_GROUP]
-        if kind == "passage":
-            rows.append(np.asarray(embedder.embed_passages(group), dtype=np.float32))
-        else:
-            rows.append(
-                np.stack([np.asarray(embedder.embed_query(text), dtype=np.float32) for text in group])
-            )
-        if log is not None and len(texts) > _EMBED_GROUP:
-            log(f"embedded {min(start + _EMBED_GROUP, len(texts))}/{len(texts)} {kind} texts")
-    matrix = (
-        np.concatenate(rows) if rows else np.zeros((0, int(embedder.dimensions)), dtype=np.float32)
-    ).astype(np.float32)
+        cached = _cached_matrix(path, shape=(len(texts), embedder.dimensions))
+        if cached is not None:
+            return cached
+    matrix = _embed(embedder, texts, kind=kind, log=log)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_suffix(".tmp.npy")
         np.save(temporary, matrix)
         temporary.replace(path)
     return matrix
+
+
+def _cached_matrix(path: Path, *, shape: tuple[int, int]) -> np.ndarray | None:
+    """The matrix saved at ``path``, if there is one of that shape."""
+    if not path.is_file():
+        return None
+    matrix = np.load(path)
+    return matrix if matrix.shape == shape else None
+
+
+def _embed(
+    embedder: Any, texts: Sequence[str], *, kind: str, log: Callable[[str], None] | None
+) -> np.ndarray:
+    """The texts embedded in groups of ``_EMBED_GROUP``, progress logged when there are several."""
+    rows = []
+    for start in range(0, len(texts), _EMBED_GROUP):
+        group = texts[start : start + _EMBED_GROUP]
+        rows.append(_embed_group(embedder, group, kind=kind))
+        if log is not None and len(texts) > _EMBED_GROUP:
+            log(f"embedded {min(start + _EMBED_GROUP, len(texts))}/{len(texts)} {kind} texts")
+    return (
+        np.concatenate(rows) if rows else np.zeros((0, int(embedder.dimensions)), dtype=np.float32)
+    ).astype(np.float32)
+
+
+def _embed_group(embedder: Any, group: Sequence[str], *, kind: str) -> np.ndarray:
+    if kind == "passage":
+        return np.asarray(embedder.embed_passages(group), dtype=np.float32)
+    return np.stack([np.asarray(embedder.embed_query(text), dtype=np.float32) for text in group])
 
 
 def stderr_log(message: str) -> None:

@@ -76,31 +76,42 @@ def broker_drain(
             stderr=subprocess.STDOUT,
         )
         try:
-            deadline = time.monotonic() + timeout
-            while log.read_text(errors="replace").count(" succeeded in ") < messages:
-                if worker.poll() is not None or time.monotonic() > deadline:
-                    raise BenchInputError(
-                        f"the worker did not drain the queue; its log:\n{log.read_text()[-3000:]}"
-                    )
-                time.sleep(0.2)
+            _wait_until_drained(worker, log, messages=messages, timeout=timeout)
         finally:
-            # To the worker itself, as make run stops it: a pool child that got the signal too
-            # could die holding the pool's queue lock, and the worker would wait for it forever.
-            worker.terminate()
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
-                worker.wait(timeout=30)
+            _stop(worker)
         lines = log.read_text(errors="replace").splitlines()
-    received = [_stamp(line) for line in lines if " received" in line and _STAMP.match(line)]
-    finished = [_stamp(line) for line in lines if " succeeded in " in line and _STAMP.match(line)]
+    received, finished = _stamps(lines, " received"), _stamps(lines, " succeeded in ")
     return DrainRow(
         broker=broker,
         polling_seconds=polling_seconds,
         messages=messages,
         seconds=round((max(finished) - min(received)).total_seconds(), 2),
     )
+
+
+def _wait_until_drained(worker: subprocess.Popen[bytes], log: Path, *, messages: int, timeout: float) -> None:
+    """Until the worker's log shows every message done; an error if it stops or runs out of time."""
+    deadline = time.monotonic() + timeout
+    while log.read_text(errors="replace").count(" succeeded in ") < messages:
+        if worker.poll() is not None or time.monotonic() > deadline:
+            raise BenchInputError(f"the worker did not drain the queue; its log:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
+def _stop(worker: subprocess.Popen[bytes]) -> None:
+    # To the worker itself, as make run stops it: a pool child that got the signal too
+    # could die holding the pool's queue lock, and the worker would wait for it forever.
+    worker.terminate()
+    try:
+        worker.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=30)
+
+
+def _stamps(lines: list[str], event: str) -> list[datetime]:
+    """When the worker logged ``event`` (" received", " succeeded in "), line by line."""
+    return [_stamp(line) for line in lines if event in line and _STAMP.match(line)]
 
 
 def _stamp(line: str) -> datetime:

@@ -17,12 +17,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
 from fable_benchmarks import BenchInputError
+
+if TYPE_CHECKING:
+    from fable_benchmarks.structure_run import StructureCase
 
 # bench-structure's rows (fable_benchmarks.structure.FORMATS, which loads only when it runs).
 STRUCTURE_FORMATS = ("pdf", "pdf-bookmarks", "docx", "html", "markdown")
@@ -315,6 +319,26 @@ def _check_files(flag: str, paths: list[Path]) -> None:
             raise BenchInputError(f"--{flag} {path}: no such file")
 
 
+def _comma_list(text: str) -> list[str]:
+    """The non-blank parts of a comma-separated option, stripped."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _check_choices(flag: str, chosen: list[str], allowed: Sequence[str]) -> None:
+    """Every one of ``chosen`` is one of ``allowed``, and there is at least one."""
+    unknown = [name for name in chosen if name not in allowed]
+    if unknown or not chosen:
+        raise BenchInputError(f"{flag}: unknown {', '.join(unknown)}; choose among {', '.join(allowed)}")
+
+
+def _save_json(options: dict[str, Any], report: dict[str, Any]) -> None:
+    """Every number, where --json asks for it."""
+    from fable_benchmarks.report import write_json
+
+    if options.get("json_path"):
+        write_json(report, options["json_path"])
+
+
 def _handle_bench_ingest_large(options: dict[str, Any]) -> str:
     from fable_benchmarks.large_document import bench_large_document
     from fable_benchmarks.report import format_large_document, write_json
@@ -350,24 +374,17 @@ def _handle_bench_ingest(options: dict[str, Any]) -> str:
 
 
 def _handle_bench_retrieval(options: dict[str, Any]) -> str:
-    from fable_benchmarks.report import format_retrieval, write_json
-    from fable_benchmarks.retrieval import ALL_METHODS, bench_retrieval
+    from fable_benchmarks.report import format_retrieval
+    from fable_benchmarks.retrieval import bench_retrieval
 
     _check_files("docs", [options["docs"]])
     _check_files("queries", [options["queries"]])
     if options.get("files") is not None:
         _check_files("files", [options["files"]])
     budgets = _parse_budgets(options["budgets"])
-    methods = None
-    if options.get("modes"):
-        methods = [m.strip() for m in options["modes"].split(",") if m.strip()]
-        unknown = [m for m in methods if m not in ALL_METHODS]
-        if unknown or not methods:
-            raise BenchInputError(
-                f"--modes: unknown {', '.join(unknown)}; choose among {', '.join(ALL_METHODS)}"
-            )
-        methods = [m for m in ALL_METHODS if m in methods]  # the table's order
-    if options["max_queries"] < 0 or (options.get("limit") or 0) < 0:
+    methods = _parse_retrieval_methods(options.get("modes"))
+    limit = options.get("limit") or 0
+    if options["max_queries"] < 0 or limit < 0:
         raise BenchInputError("--max-queries and --limit must be 0 (all) or more")
     report = bench_retrieval(
         docs_path=options["docs"],
@@ -378,22 +395,34 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
         keep=options["keep"],
         collection_slug=options.get("collection") or "",
         files_path=options.get("files"),
-        limit=options.get("limit") or 0,
+        limit=limit,
         scoped=bool(options.get("scoped")),
         log=_log,
     )
-    if options.get("json_path"):
-        write_json(report, options["json_path"])
+    _save_json(options, report)
     if options.get("plot_path"):
         from fable_benchmarks.plot import write_recall_chart
 
         write_recall_chart(report, options["plot_path"])
-    table = format_retrieval(report)
-    if report.get("collection") and not options.get("collection"):
-        table += (
-            f"\nKept collection: {report['collection']} (reuse it with --collection {report['collection']})\n"
-        )
-    return table
+    return format_retrieval(report) + _kept_collection_note(report, reused=bool(options.get("collection")))
+
+
+def _parse_retrieval_methods(modes: str | None) -> list[str] | None:
+    """--modes in the table's order; None (the default methods) without it."""
+    from fable_benchmarks.retrieval import ALL_METHODS
+
+    if not modes:
+        return None
+    methods = _comma_list(modes)
+    _check_choices("--modes", methods, ALL_METHODS)
+    return [m for m in ALL_METHODS if m in methods]
+
+
+def _kept_collection_note(report: dict[str, Any], *, reused: bool) -> str:
+    """How to reuse the collection this run ingested and kept (--keep)."""
+    if not report.get("collection") or reused:
+        return ""
+    return f"\nKept collection: {report['collection']} (reuse it with --collection {report['collection']})\n"
 
 
 def _handle_bench_plot(options: dict[str, Any]) -> str:
@@ -541,19 +570,12 @@ def _bench_cost_real(options: dict[str, Any], budget: int) -> str:
 
 def _handle_bench_cost(options: dict[str, Any]) -> str:
     from fable_benchmarks.cost import bench_cost
-    from fable_benchmarks.report import format_cost, write_json
+    from fable_benchmarks.report import format_cost
 
     _check_files("docs", options["docs"])
     if options["ingest_limit"] < 1:
         raise BenchInputError("--ingest-limit must be at least 1")
-    try:
-        scopes = sorted({int(part) for part in options["scopes"].split(",") if part.strip()})
-    except ValueError:
-        raise BenchInputError(
-            f"--scopes: {options['scopes']!r} is not a list of numbers, e.g. 10,100,1000"
-        ) from None
-    if not scopes or scopes[0] < 1:
-        raise BenchInputError("--scopes: give one or more document counts of at least 1, e.g. 10,100,1000")
+    scopes = _parse_scopes(options["scopes"])
     if options["queries"] < 1:
         raise BenchInputError("--queries must be at least 1")
     if options["nodes_per_document"] < 8:
@@ -570,26 +592,29 @@ def _handle_bench_cost(options: dict[str, Any]) -> str:
         nodes_per_document=options["nodes_per_document"],
         log=_log,
     )
-    if options.get("json_path"):
-        write_json(report, options["json_path"])
+    _save_json(options, report)
     return format_cost(report)
+
+
+def _parse_scopes(text: str) -> list[int]:
+    """--scopes: document counts, smallest first, each at least 1."""
+    try:
+        scopes = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise BenchInputError(f"--scopes: {text!r} is not a list of numbers, e.g. 10,100,1000") from None
+    if not scopes or scopes[0] < 1:
+        raise BenchInputError("--scopes: give one or more document counts of at least 1, e.g. 10,100,1000")
+    return scopes
 
 
 def _handle_bench_extract(options: dict[str, Any]) -> str:
     from fable_benchmarks.extraction import CANDIDATES, bench_extract, format_extract, queries_beside
-    from fable_benchmarks.report import write_json
 
     _check_files("files", [options["files"]])
     queries = options["queries"] or queries_beside(options["files"])
     _check_files("queries", [queries])
-    candidates = [name.strip() for name in options["candidates"].split(",") if name.strip()] or list(
-        CANDIDATES
-    )
-    unknown = [name for name in candidates if name not in CANDIDATES]
-    if unknown:
-        raise BenchInputError(
-            f"--candidates: unknown {', '.join(unknown)}; choose among {', '.join(CANDIDATES)}"
-        )
+    candidates = _comma_list(options["candidates"]) or list(CANDIDATES)
+    _check_choices("--candidates", candidates, CANDIDATES)
     if options["limit"] < 0:
         raise BenchInputError("--limit must be 0 (all) or more")
     rows = bench_extract(
@@ -599,44 +624,40 @@ def _handle_bench_extract(options: dict[str, Any]) -> str:
         limit=options["limit"],
         log=_log,
     )
-    if options.get("json_path"):
-        write_json({"rows": [row.as_json() for row in rows]}, options["json_path"])
+    _save_json(options, {"rows": [row.as_json() for row in rows]})
     return format_extract(rows)
 
 
 def _handle_bench_ocr(options: dict[str, Any]) -> str:
     from fable_benchmarks.ocr import bench_ocr, format_ocr
-    from fable_benchmarks.report import write_json
 
     if not 1 <= options["pages"] <= 2000:
         raise BenchInputError("--pages must be between 1 and 2000")
-    try:
-        dpis = sorted({int(part) for part in options["dpi"].split(",") if part.strip()})
-    except ValueError:
-        raise BenchInputError(f"--dpi {options['dpi']!r}: give whole numbers, e.g. 200,300") from None
-    if not dpis or not all(72 <= dpi <= 600 for dpi in dpis):
-        raise BenchInputError("--dpi: give resolutions between 72 and 600, e.g. 200,300")
+    dpis = _parse_dpis(options["dpi"])
     languages = tuple(part.strip() for part in options["languages"].split("+") if part.strip())
     if not languages:
         raise BenchInputError("--languages: give at least one, e.g. eng or eng+deu")
     rows = bench_ocr(pages=options["pages"], dpis=dpis, languages=languages, log=_log)
-    if options.get("json_path"):
-        write_json({"rows": [row.as_json() for row in rows]}, options["json_path"])
+    _save_json(options, {"rows": [row.as_json() for row in rows]})
     return format_ocr(rows)
+
+
+def _parse_dpis(text: str) -> list[int]:
+    """--dpi: resolutions from 72 to 600, lowest first."""
+    try:
+        dpis = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise BenchInputError(f"--dpi {text!r}: give whole numbers, e.g. 200,300") from None
+    if not dpis or not all(72 <= dpi <= 600 for dpi in dpis):
+        raise BenchInputError("--dpi: give resolutions between 72 and 600, e.g. 200,300")
+    return dpis
 
 
 def _handle_bench_broker(options: dict[str, Any]) -> str:
     from fable_benchmarks.broker import BROKERS, broker_drain, format_drain
 
-    pollings: list[float | None] = []
-    for part in options["polling"].split(","):
-        try:
-            pollings.append(None if part.strip() == "default" else float(part))
-        except ValueError:
-            raise BenchInputError(
-                f"--polling: {part!r} is neither a number of seconds nor 'default'"
-            ) from None
-    brokers = [name.strip() for name in options["brokers"].split(",") if name.strip()]
+    pollings = [_parse_polling(part) for part in options["polling"].split(",")]
+    brokers = _comma_list(options["brokers"])
     if unknown := [name for name in brokers if name not in BROKERS]:
         raise BenchInputError(f"--brokers: unknown {', '.join(unknown)}; choose among {', '.join(BROKERS)}")
     rows = [
@@ -648,48 +669,51 @@ def _handle_bench_broker(options: dict[str, Any]) -> str:
     return format_drain(rows)
 
 
-def _handle_bench_structure(options: dict[str, Any]) -> str:
-    from fable_benchmarks.report import write_json
-    from fable_benchmarks.structure_report import format_details, format_rows, format_structure_table
-    from fable_benchmarks.structure_run import (
-        DEFAULT_CUAD_GOLD,
-        bench_structure,
-        cuad_cases,
-        generated_cases,
-        select_cases,
-    )
+def _parse_polling(part: str) -> float | None:
+    """One --polling value: seconds, or None for the broker's default."""
+    if part.strip() == "default":
+        return None
+    try:
+        return float(part)
+    except ValueError:
+        raise BenchInputError(f"--polling: {part!r} is neither a number of seconds nor 'default'") from None
 
-    formats = [name.strip() for name in options["formats"].split(",") if name.strip()]
-    unknown = [name for name in formats if name not in STRUCTURE_FORMATS]
-    if unknown or not formats:
-        raise BenchInputError(
-            f"--formats: unknown {', '.join(unknown)}; choose among {', '.join(STRUCTURE_FORMATS)}"
-        )
+
+def _handle_bench_structure(options: dict[str, Any]) -> str:
+    from fable_benchmarks.structure_report import format_details, format_rows, format_structure_table
+    from fable_benchmarks.structure_run import bench_structure, generated_cases, select_cases
+
+    formats = _comma_list(options["formats"])
+    _check_choices("--formats", formats, STRUCTURE_FORMATS)
     if options["limit"] < 0:
         raise BenchInputError("--limit must be 0 (all) or more")
-    cases = []
-    if "pdf" in formats:
-        gold = options["cuad_gold"] or DEFAULT_CUAD_GOLD
-        if options["cuad_gold"] is not None:
-            _check_files("cuad-gold", [gold])
-        if gold.is_file():
-            cases += cuad_cases(gold, options["pdf_dir"])
-        else:
-            _log(f"No hand-checked gold at {gold} yet: the pdf row is left out")
+    cases = _cuad_cases(options) if "pdf" in formats else []
     cases += generated_cases(formats)
     cases = select_cases(cases, formats=formats, only=options["only"], limit=options["limit"])
     if not cases:
         raise BenchInputError("no document matches --formats, --only and --limit")
     run = bench_structure(cases, log=_log)
     rows = format_rows(run.scores)
-    if options.get("json_path"):
-        write_json(
-            {
-                "rows": [row.as_json() for row in rows],
-                "documents": [score.as_json() for score in run.scores],
-                "seconds": run.seconds,
-            },
-            options["json_path"],
-        )
+    _save_json(
+        options,
+        {
+            "rows": [row.as_json() for row in rows],
+            "documents": [score.as_json() for score in run.scores],
+            "seconds": run.seconds,
+        },
+    )
     table = format_structure_table(rows, total_seconds=run.seconds)
     return table + format_details(run.scores) if options["details"] else table
+
+
+def _cuad_cases(options: dict[str, Any]) -> list[StructureCase]:
+    """The pdf row's documents: CUAD contracts with hand-checked gold, when there is some."""
+    from fable_benchmarks.structure_run import DEFAULT_CUAD_GOLD, cuad_cases
+
+    gold = options["cuad_gold"] or DEFAULT_CUAD_GOLD
+    if options["cuad_gold"] is not None:
+        _check_files("cuad-gold", [gold])
+    if gold.is_file():
+        return cuad_cases(gold, options["pdf_dir"])
+    _log(f"No hand-checked gold at {gold} yet: the pdf row is left out")
+    return []

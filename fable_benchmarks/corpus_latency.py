@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,26 +57,8 @@ def bench_corpus_latency(
     log: Log | None = None,
 ) -> dict[str, Any]:
     say: Log = log or (lambda message: None)
-    loaded: list[tuple[Dataset, Collection, list[str]]] = []
-    for dataset in datasets:
-        records = read_documents(dataset.docs)
-        answerable = [query for query in read_queries(dataset.queries) if query.references]
-        texts = [query.text for query in stratified_sample(answerable, queries)]
-        if not texts:
-            raise BenchInputError(f"{dataset.queries}: no query with references")
-        collection, _, ingestion = collection_for(
-            records, collection_slug=dataset.collection, needed=["vector"], say=say
-        )
-        if collection is None:  # collection_for ingests for "vector": never None here
-            raise BenchInputError(f"{dataset.docs}: nothing to query")
-        if not ingestion.get("reused"):
-            say(f"{dataset.docs}: ingested into {collection.slug} (kept: name it next time)")
-        loaded.append((dataset, collection, texts))
-
-    with connection.cursor() as cursor:
-        # Fresh statistics, as a running deployment's autovacuum keeps them: the plans are the real ones.
-        for table in ("documents_node", "documents_document", "documents_documentterm"):
-            cursor.execute(f"ANALYZE {table}")
+    loaded = [_load(dataset, queries=queries, say=say) for dataset in datasets]
+    _analyze()
     all_documents = document_list(user=None)
     report: dict[str, Any] = {
         "budget": budget,
@@ -89,55 +71,106 @@ def bench_corpus_latency(
         "target_ms": {"p50": TARGET_P50_MS, "p95": TARGET_P95_MS},
         "datasets": [],
     }
+    timings = _time_all(loaded, budget=budget, say=say)
+    report["datasets"] = [timings.entry(item) for item in loaded]
+    return report
 
-    def run(collection: Collection, text: str) -> tuple[float, Any]:
+
+def _time_all(loaded: Sequence[_Loaded], *, budget: int, say: Log) -> _Timings:
+    """A few queries to warm each collection up, then every query timed."""
+    timings = _Timings(budget)
+    for item in loaded:
+        for text in item.texts[:WARM_UP_QUERIES]:
+            timings.run(item.collection, text)
+    say(f"timing {sum(len(item.texts) for item in loaded)} queries over {len(loaded)} collections")
+    # Round robin over the collections, so that none has the caches to itself.
+    for number in range(max(len(item.texts) for item in loaded)):
+        for item in loaded:
+            if number < len(item.texts):
+                timings.time(item.collection, item.texts[number])
+    return timings
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    dataset: Dataset
+    collection: Collection
+    texts: list[str]  # the queries to ask of it
+
+
+def _load(dataset: Dataset, *, queries: int, say: Log) -> _Loaded:
+    """The dataset's collection (ingested now unless named) and a sample of its queries."""
+    records = read_documents(dataset.docs)
+    answerable = [query for query in read_queries(dataset.queries) if query.references]
+    texts = [query.text for query in stratified_sample(answerable, queries)]
+    if not texts:
+        raise BenchInputError(f"{dataset.queries}: no query with references")
+    collection, _, ingestion = collection_for(
+        records, collection_slug=dataset.collection, needed=["vector"], say=say
+    )
+    if collection is None:  # collection_for ingests for "vector": never None here
+        raise BenchInputError(f"{dataset.docs}: nothing to query")
+    if not ingestion.get("reused"):
+        say(f"{dataset.docs}: ingested into {collection.slug} (kept: name it next time)")
+    return _Loaded(dataset, collection, texts)
+
+
+def _analyze() -> None:
+    with connection.cursor() as cursor:
+        # Fresh statistics, as a running deployment's autovacuum keeps them: the plans are the real ones.
+        for table in ("documents_node", "documents_document", "documents_documentterm"):
+            cursor.execute(f"ANALYZE {table}")
+
+
+@dataclass
+class _Timings:
+    """Per collection: each query's wall time, the server's stage timings, and the strategy the
+    vector path chose."""
+
+    budget: int
+    wall: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    stages: dict[str, dict[str, list[float]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+    strategies: dict[str, dict[str, int]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(int))
+    )
+
+    def run(self, collection: Collection, text: str) -> tuple[float, Any]:
         tick = time.perf_counter()
         result = services.retrieve(
-            query=text, token_budget=budget, mode="vector", collection=collection.slug, use_cache=False
+            query=text, token_budget=self.budget, mode="vector", collection=collection.slug, use_cache=False
         )
         return (time.perf_counter() - tick) * 1000, result
 
-    for _, collection, texts in loaded:
-        for text in texts[:WARM_UP_QUERIES]:
-            run(collection, text)
-    wall: dict[str, list[float]] = defaultdict(list)
-    stages: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    strategies: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    rounds = max(len(texts) for _, _, texts in loaded)
-    say(f"timing {sum(len(texts) for _, _, texts in loaded)} queries over {len(loaded)} collections")
-    for number in range(rounds):
-        for _, collection, texts in loaded:
-            if number >= len(texts):
-                continue
-            ms, result = run(collection, texts[number])
-            wall[collection.slug].append(ms)
-            for stage, value in dict(result.timings_ms).items():
-                stages[collection.slug][stage].append(float(value))
-            path = result.path("vector")
-            strategy = str((path.detail or {}).get("strategy", "?")) if path else "?"
-            strategies[collection.slug][strategy] += 1
+    def time(self, collection: Collection, text: str) -> None:
+        ms, result = self.run(collection, text)
+        self.wall[collection.slug].append(ms)
+        for stage, value in dict(result.timings_ms).items():
+            self.stages[collection.slug][stage].append(float(value))
+        path = result.path("vector")
+        strategy = str((path.detail or {}).get("strategy", "?")) if path else "?"
+        self.strategies[collection.slug][strategy] += 1
 
-    for dataset, collection, texts in loaded:
-        in_collection = document_list(user=None, collection=collection)
-        server = stages[collection.slug]["total"]
-        entry = {
-            "docs": str(dataset.docs),
-            "queries_file": str(dataset.queries),
-            "collection": collection.slug,
+    def entry(self, item: _Loaded) -> dict[str, Any]:
+        """One dataset's row of the report."""
+        slug = item.collection.slug
+        in_collection = document_list(user=None, collection=item.collection)
+        server = _summary(self.stages[slug]["total"])
+        return {
+            "docs": str(item.dataset.docs),
+            "queries_file": str(item.dataset.queries),
+            "collection": slug,
             "documents": in_collection.count(),
             "nodes": in_collection.aggregate(nodes=Count("nodes"))["nodes"],
-            "queries": len(texts),
-            "server": _summary(server),
-            "wall": _summary(wall[collection.slug]),
-            "stages": {stage: _summary(values) for stage, values in stages[collection.slug].items()},
-            "strategy": dict(strategies[collection.slug]),
-            "collection_index": _collection_index_plan(collection),
+            "queries": len(item.texts),
+            "server": server,
+            "wall": _summary(self.wall[slug]),
+            "stages": {stage: _summary(values) for stage, values in self.stages[slug].items()},
+            "strategy": dict(self.strategies[slug]),
+            "collection_index": _collection_index_plan(item.collection),
+            "meets_target": server["p50"] <= TARGET_P50_MS and server["p95"] <= TARGET_P95_MS,
         }
-        entry["meets_target"] = (
-            entry["server"]["p50"] <= TARGET_P50_MS and entry["server"]["p95"] <= TARGET_P95_MS
-        )
-        report["datasets"].append(entry)
-    return report
 
 
 def _collection_index_plan(collection: Collection) -> str:

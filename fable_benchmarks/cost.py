@@ -54,7 +54,8 @@ from tests.fakes.llm.model import FableModelServer, ServedCall
 
 Log = Callable[[str], None]
 COST_MARK = "bench-cost"
-SCHEMAS_OF_QUERIES = ("document_selection", "node_selection")
+# The answers of the two LLM paths of a query, by the schema the server answered with.
+SELECT_SCHEMA, NAVIGATE_SCHEMA = "document_selection", "node_selection"
 TARGET_QUERY_INPUT_TOKENS = 8000
 TARGET_REINDEX_TOKENS = 0
 QUERY_WORDS = 5
@@ -284,22 +285,28 @@ def _query_text(document: Document, rng: np.random.Generator) -> str:
 
 
 def _one_query(result: Any, served: list[ServedCall]) -> dict[str, Any]:
-    by_schema = {schema: [c for c in served if c.schema == schema] for schema in SCHEMAS_OF_QUERIES}
-    outline = {
-        name: int((result.path(name).detail or {}).get("outline_tokens", 0)) if result.path(name) else 0
-        for name in (LLM_SELECT, LLM_NAVIGATE)
-    }
     return {
         "calls": len(served),
         "input": sum(call.prompt_tokens for call in served),
         "output": sum(call.completion_tokens for call in served),
-        "select_input": sum(call.prompt_tokens for call in by_schema["document_selection"]),
-        "navigate_input": sum(call.prompt_tokens for call in by_schema["node_selection"]),
-        "select_outline": outline[LLM_SELECT],
-        "navigate_outline": outline[LLM_NAVIGATE],
+        "select_input": _prompt_tokens(served, SELECT_SCHEMA),
+        "navigate_input": _prompt_tokens(served, NAVIGATE_SCHEMA),
+        "select_outline": _outline_tokens(result, LLM_SELECT),
+        "navigate_outline": _outline_tokens(result, LLM_NAVIGATE),
         "client_input": result.llm_usage.prompt_tokens,
         "failed_paths": [path.name for path in result.paths if path.failed],
     }
+
+
+def _prompt_tokens(served: list[ServedCall], schema: str) -> int:
+    """The prompt tokens of the calls that answered with ``schema``."""
+    return sum(call.prompt_tokens for call in served if call.schema == schema)
+
+
+def _outline_tokens(result: Any, path_name: str) -> int:
+    """The tokens of the outline the LLM path showed the model (0 when the path did not run)."""
+    path = result.path(path_name)
+    return int((path.detail or {}).get("outline_tokens", 0)) if path else 0
 
 
 def _scope_row(size: int, measured: list[dict[str, Any]]) -> dict[str, Any]:

@@ -31,11 +31,14 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fable_benchmarks import BenchInputError
 from fable_benchmarks.datasets import read_documents, read_file_list, read_queries
 from fable_benchmarks.metrics import SentenceSplitter
+
+if TYPE_CHECKING:
+    from documents.ingestion.extraction.pdf_layout import Segment
 
 CANDIDATES = ("pypdfium2", "pdfplumber", "pypdfium2+clean", "pdfplumber+clean", "reference")
 
@@ -241,42 +244,54 @@ def _pdfplumber_clean(data: bytes, name: str) -> tuple[str, int]:
 
     import pdfplumber
 
-    from documents.ingestion.extraction.assemble import assemble, clean_line
+    from documents.ingestion.extraction.assemble import assemble
     from documents.ingestion.extraction.pdf_clean import clean_pages
-    from documents.ingestion.extraction.pdf_layout import PdfPage, Segment, lines_in_reading_order
+    from documents.ingestion.extraction.pdf_layout import PdfPage, lines_in_reading_order
 
     pages = []
     with pdfplumber.open(io.BytesIO(data)) as pdf:
         for page in pdf.pages:
-            words = page.extract_words(extra_attrs=["size", "fontname"])
-            segments: list[Segment] = []
-            for word in words:
-                text = clean_line(word["text"])
-                if not text:
-                    continue
-                bottom, top = page.height - word["bottom"], page.height - word["top"]
-                height = max(top - bottom, 0.5)
-                bold = any(part in word["fontname"].lower() for part in ("bold", "black", "heavy"))
-                last = segments[-1] if segments else None
-                same_line = last is not None and min(top, last.top) - max(bottom, last.bottom) >= 0.5 * min(
-                    height, last.height
-                )
-                if last is not None and same_line and 0 <= word["x0"] - last.x1 < 1.2 * height:
-                    # pdfplumber cuts words at font changes too ("Distribution" + '")'): a space
-                    # only where there is a gap, by the same rule as the PDFium reader.
-                    last.text += (" " if word["x0"] - last.x1 > 0.07 * height else "") + text
-                    last.x1, last.chars = word["x1"], last.chars + len(text)
-                    last.bold = last.bold and bold
-                else:
-                    segments.append(
-                        Segment(text, word["x0"], word["x1"], bottom, top, round(height, 1), bold, len(text))
-                    )
+            segments = _pdfplumber_segments(page)
             pages.append(
                 PdfPage(page.height, lines_in_reading_order(segments), sum(s.chars for s in segments))
             )
             page.flush_cache()
     blocks = clean_pages(pages, [])
     return assemble(blocks, pages=len(pages), max_chars=10**9, filename=name).text, len(pages)
+
+
+def _pdfplumber_segments(page: Any) -> list[Segment]:
+    """The page's words, in PDF coordinates (from the bottom), the ones that touch on a line
+    merged into one segment."""
+    from documents.ingestion.extraction.assemble import clean_line
+    from documents.ingestion.extraction.pdf_layout import Segment
+
+    segments: list[Segment] = []
+    for word in page.extract_words(extra_attrs=["size", "fontname"]):
+        text = clean_line(word["text"])
+        if not text:
+            continue
+        bottom, top = page.height - word["bottom"], page.height - word["top"]
+        height = max(top - bottom, 0.5)
+        bold = any(part in word["fontname"].lower() for part in ("bold", "black", "heavy"))
+        last = segments[-1] if segments else None
+        if last is not None and _continues(last, word, bottom=bottom, top=top, height=height):
+            # pdfplumber cuts words at font changes too ("Distribution" + '")'): a space
+            # only where there is a gap, by the same rule as the PDFium reader.
+            last.text += (" " if word["x0"] - last.x1 > 0.07 * height else "") + text
+            last.x1, last.chars = word["x1"], last.chars + len(text)
+            last.bold = last.bold and bold
+        else:
+            segments.append(
+                Segment(text, word["x0"], word["x1"], bottom, top, round(height, 1), bold, len(text))
+            )
+    return segments
+
+
+def _continues(last: Segment, word: dict[str, Any], *, bottom: float, top: float, height: float) -> bool:
+    """Whether the word goes on the segment before it: on the same line, and close after it."""
+    same_line = min(top, last.top) - max(bottom, last.bottom) >= 0.5 * min(height, last.height)
+    return same_line and 0 <= word["x0"] - last.x1 < 1.2 * height
 
 
 _IMPORTS = {

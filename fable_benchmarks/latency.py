@@ -33,7 +33,8 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -241,86 +242,123 @@ def generate_corpus(
     in creation order; and the load's timings. Also used by ``bench-cost``."""
     template = tree_template(per_document)
     documents = max(1, nodes // per_document)
-    leaves_per_doc = sum(1 for node in template if node.kind == LEAF)
-    is_leaf = np.array([node.kind == LEAF for node in template])[:, None]
     load: dict[str, Any] = {
         "documents": documents,
         "nodes": documents * len(template),
         "rebuild_index": rebuild_index,
     }
-    say(f"generating {documents} documents x {len(template)} nodes ({leaves_per_doc} leaves each)")
-
+    say(f"generating {documents} documents x {len(template)} nodes ({_leaves_in(template)} leaves each)")
     started = time.perf_counter()
-    vocabulary = np.array(
-        [
-            "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=int(n)))
-            for n in rng.integers(2, 10, size=VOCABULARY)
-        ]
-    )
-    clusters = max(4, documents // 10)
-    cluster_centres = _unit(rng.standard_normal((clusters, dims)).astype(np.float32))
-    doc_cluster = rng.integers(0, clusters, size=documents)
-    doc_centres = _unit(cluster_centres[doc_cluster] + _noise(rng, (documents,), dims, 0.7))
+    writer = _SyntheticWriter.make(template, documents=documents, dims=dims, rng=rng)
     load["generate_s"] = round(time.perf_counter() - started, 2)
-
     collection = collection_create(name=f"{SYNTHETIC_MARK} {uuid.uuid4().hex[:8]}")
     try:
         started = time.perf_counter()
         with _hnsw_index_dropped(rebuild_index, nodes=documents * len(template), load=load, say=say):
             for d in range(documents):
-                words = vocabulary[rng.integers(0, VOCABULARY, size=(leaves_per_doc, WORDS_PER_LEAF))]
-                leaf_texts = [" ".join(row) + "." for row in words]
-                title = f"Synthetic document {d + 1}"
-                created = document_create(
-                    collection=collection,
-                    content="\n\n".join(leaf_texts),
-                    title=title,
-                    metadata={SYNTHETIC_MARK: True, "cluster": int(doc_cluster[d])},
-                    builder=Document.Builder.STRUCTURAL,
-                    queue=False,
-                )
-                rows = synthetic_rows(
-                    template,
-                    title=title,
-                    leaf_texts=leaf_texts,
-                    leaf_tokens=[count_tokens(text) for text in leaf_texts],
-                )
-                noise = np.where(
-                    is_leaf,
-                    _noise(rng, (len(template),), dims, 0.9),
-                    _noise(rng, (len(template),), dims, 0.5),
-                )
-                document_tree_replace(
-                    document=created.document,
-                    rows=rows,
-                    vectors=_unit(doc_centres[d] + noise),
-                    builder=Document.Builder.STRUCTURAL,
-                    embedding_model=SYNTHETIC_MODEL,
-                    job=created.job,
-                )
+                writer.write(collection, d)
                 if (d + 1) % 100 == 0:
                     say(f"{d + 1}/{documents} documents written ({time.perf_counter() - started:.0f} s)")
             load["write_s"] = round(time.perf_counter() - started, 2)
             say(
                 f"documents written ({load['write_s']} s, index {'dropped' if rebuild_index else 'in place'})"
             )
-        tick = time.perf_counter()
-        with connection.cursor() as cursor:
-            # Fresh statistics, as a real corpus of this size would have: the plans are then the real ones.
-            for table in ("documents_node", "documents_document", "documents_documentterm"):
-                cursor.execute(f"ANALYZE {table}")
-            # What the table and its HNSW graph take on disk, for sizing a larger run.
-            cursor.execute(
-                "SELECT pg_total_relation_size('documents_node'), pg_relation_size(%s)", [HNSW_INDEX]
-            )
-            table_bytes, index_bytes = cursor.fetchone() or (0, 0)
-        load["analyze_s"] = round(time.perf_counter() - tick, 2)
-        load["node_table_mb"] = round(table_bytes / 2**20)
-        load["hnsw_index_mb"] = round(index_bytes / 2**20)
+        load |= _analyze_and_measure()
     except BaseException:
         collection_delete(collection=collection)
         raise
-    return collection, doc_centres, load
+    return collection, writer.doc_centres, load
+
+
+@dataclass(frozen=True)
+class _SyntheticWriter:
+    """The random material of a synthetic corpus, and the writing of its documents one by one
+    (each draws its words and vectors from ``rng`` in turn, so a seed gives the same corpus)."""
+
+    template: list[TemplateNode]
+    dims: int
+    rng: np.random.Generator
+    vocabulary: np.ndarray
+    doc_cluster: np.ndarray  # each document's cluster
+    doc_centres: np.ndarray  # each document's centre vector
+
+    @classmethod
+    def make(
+        cls, template: list[TemplateNode], *, documents: int, dims: int, rng: np.random.Generator
+    ) -> _SyntheticWriter:
+        vocabulary = np.array(
+            [
+                "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=int(n)))
+                for n in rng.integers(2, 10, size=VOCABULARY)
+            ]
+        )
+        clusters = max(4, documents // 10)
+        cluster_centres = _unit(rng.standard_normal((clusters, dims)).astype(np.float32))
+        doc_cluster = rng.integers(0, clusters, size=documents)
+        doc_centres = _unit(cluster_centres[doc_cluster] + _noise(rng, (documents,), dims, 0.7))
+        return cls(template, dims, rng, vocabulary, doc_cluster, doc_centres)
+
+    @cached_property
+    def leaves_per_doc(self) -> int:
+        return _leaves_in(self.template)
+
+    @cached_property
+    def is_leaf(self) -> np.ndarray:
+        return np.array([node.kind == LEAF for node in self.template])[:, None]
+
+    def write(self, collection: Collection, d: int) -> None:
+        """Document ``d``: random words in its leaves, its nodes' vectors around its centre."""
+        rng, template = self.rng, self.template
+        words = self.vocabulary[rng.integers(0, VOCABULARY, size=(self.leaves_per_doc, WORDS_PER_LEAF))]
+        leaf_texts = [" ".join(row) + "." for row in words]
+        title = f"Synthetic document {d + 1}"
+        created = document_create(
+            collection=collection,
+            content="\n\n".join(leaf_texts),
+            title=title,
+            metadata={SYNTHETIC_MARK: True, "cluster": int(self.doc_cluster[d])},
+            builder=Document.Builder.STRUCTURAL,
+            queue=False,
+        )
+        rows = synthetic_rows(
+            template,
+            title=title,
+            leaf_texts=leaf_texts,
+            leaf_tokens=[count_tokens(text) for text in leaf_texts],
+        )
+        noise = np.where(
+            self.is_leaf,
+            _noise(rng, (len(template),), self.dims, 0.9),
+            _noise(rng, (len(template),), self.dims, 0.5),
+        )
+        document_tree_replace(
+            document=created.document,
+            rows=rows,
+            vectors=_unit(self.doc_centres[d] + noise),
+            builder=Document.Builder.STRUCTURAL,
+            embedding_model=SYNTHETIC_MODEL,
+            job=created.job,
+        )
+
+
+def _leaves_in(template: list[TemplateNode]) -> int:
+    return sum(1 for node in template if node.kind == LEAF)
+
+
+def _analyze_and_measure() -> dict[str, Any]:
+    tick = time.perf_counter()
+    with connection.cursor() as cursor:
+        # Fresh statistics, as a real corpus of this size would have: the plans are then the real ones.
+        for table in ("documents_node", "documents_document", "documents_documentterm"):
+            cursor.execute(f"ANALYZE {table}")
+        # What the table and its HNSW graph take on disk, for sizing a larger run.
+        cursor.execute("SELECT pg_total_relation_size('documents_node'), pg_relation_size(%s)", [HNSW_INDEX])
+        table_bytes, index_bytes = cursor.fetchone() or (0, 0)
+    return {
+        "analyze_s": round(time.perf_counter() - tick, 2),
+        "node_table_mb": round(table_bytes / 2**20),
+        "hnsw_index_mb": round(index_bytes / 2**20),
+    }
 
 
 @contextmanager
@@ -384,92 +422,119 @@ def _query_texts(collection: Collection, count: int, rng: np.random.Generator) -
     return texts
 
 
-def _time_queries(vectors: np.ndarray, texts: list[str], *, budget: int, say: Log) -> dict[str, Any]:
-    top_k = settings.RETRIEVAL_TOP_K
-    ef_search = vector_paths.ef_search_for(top_k)
-    bare_sql = "SELECT id FROM documents_node ORDER BY embedding <=> %s::vector LIMIT %s"
-    exact_sql = "SELECT id FROM documents_node ORDER BY (embedding <=> %s::vector) + 0 LIMIT %s"
+BARE_SQL = "SELECT id FROM documents_node ORDER BY embedding <=> %s::vector LIMIT %s"
+# The "+ 0" keeps the planner off the index: the exact top-K, to measure the index's recall by.
+EXACT_SQL = "SELECT id FROM documents_node ORDER BY (embedding <=> %s::vector) + 0 LIMIT %s"
 
-    def run_vector(vector: np.ndarray, text: str) -> tuple[float, Any]:
+
+@dataclass
+class _QueryTimer:
+    """Times vector-mode queries (the query's real embedding apart), and the bare top-K search
+    of the same vector, at the engine's beam and at pgvector's default."""
+
+    budget: int
+    top_k: int
+    ef_search: int
+    embedder: Any
+    wall: list[float] = field(default_factory=list)
+    with_embedding: list[float] = field(default_factory=list)
+    embeddings: list[float] = field(default_factory=list)
+    stages: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    bare: list[float] = field(default_factory=list)
+    bare_default: list[float] = field(default_factory=list)
+    strategies: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def run_vector(self, vector: np.ndarray, text: str) -> tuple[float, Any]:
         tick = time.perf_counter()
         result = services.retrieve(
-            query=text, token_budget=budget, mode="vector", use_cache=False, query_embedding=vector
+            query=text, token_budget=self.budget, mode="vector", use_cache=False, query_embedding=vector
         )
         return (time.perf_counter() - tick) * 1000, result
 
-    def run_bare(literal: str, ef: int | None, sql: str = bare_sql) -> tuple[float, list[int]]:
+    def run_bare(self, literal: str, ef: int | None, sql: str = BARE_SQL) -> tuple[float, list[int]]:
         tick = time.perf_counter()
         with transaction.atomic(), connection.cursor() as cursor:
             if ef is not None:
                 cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef)])
-            cursor.execute(sql, [literal, top_k])
+            cursor.execute(sql, [literal, self.top_k])
             ids = [row[0] for row in cursor.fetchall()]
         return (time.perf_counter() - tick) * 1000, ids
 
-    embedder = get_embedder()
-
-    def embed(text: str) -> float:
+    def embed(self, text: str) -> float:
         # The real embedding of the query text, timed; the search itself uses the synthetic vector.
         tick = time.perf_counter()
-        embedder.embed_query(text)
+        self.embedder.embed_query(text)
         return (time.perf_counter() - tick) * 1000
 
-    wall: list[float] = []
-    with_embedding: list[float] = []
-    embeddings: list[float] = []
-    stages: dict[str, list[float]] = defaultdict(list)
-    bare: list[float] = []
-    bare_default: list[float] = []
-    strategies: dict[str, int] = defaultdict(int)
+    def warm_up(self, vector: np.ndarray, text: str) -> None:
+        self.embed(text)
+        self.run_vector(vector, text)
+        self.run_bare(vector_paths.vector_literal(vector), self.ef_search)
+
+    def time(self, vector: np.ndarray, text: str) -> None:
+        literal = vector_paths.vector_literal(vector)
+        self.embeddings.append(self.embed(text))
+        ms, result = self.run_vector(vector, text)
+        self.wall.append(ms)
+        self.with_embedding.append(float(dict(result.timings_ms).get("total", ms)) + self.embeddings[-1])
+        for stage, value in dict(result.timings_ms).items():
+            self.stages[stage].append(float(value))
+        path = result.path("vector")
+        self.strategies[str((path.detail or {}).get("strategy", "?")) if path else "?"] += 1
+        self.bare.append(self.run_bare(literal, self.ef_search)[0])
+        self.bare_default.append(self.run_bare(literal, None)[0])
+
+    def hnsw_recall(self, vectors: np.ndarray) -> float | None:
+        """How much of the exact top-K the index returns at the engine's beam (first 20 queries)."""
+        overlap = []
+        for vector in vectors[:20]:
+            literal = vector_paths.vector_literal(vector)
+            approximate = set(self.run_bare(literal, self.ef_search)[1])
+            exact = set(self.run_bare(literal, None, EXACT_SQL)[1])
+            overlap.append(len(approximate & exact) / max(1, len(exact)))
+        return round(float(np.mean(overlap)), 4) if overlap else None
+
+
+def _time_queries(vectors: np.ndarray, texts: list[str], *, budget: int, say: Log) -> dict[str, Any]:
+    top_k = settings.RETRIEVAL_TOP_K
+    timer = _QueryTimer(budget, top_k, vector_paths.ef_search_for(top_k), get_embedder())
     for vector, text in list(zip(vectors, texts, strict=True))[:5]:  # warm caches and the connection
-        embed(text)
-        run_vector(vector, text)
-        run_bare(vector_paths.vector_literal(vector), ef_search)
+        timer.warm_up(vector, text)
     say(f"timing {len(vectors)} queries")
     for vector, text in zip(vectors, texts, strict=True):
-        literal = vector_paths.vector_literal(vector)
-        embeddings.append(embed(text))
-        ms, result = run_vector(vector, text)
-        wall.append(ms)
-        with_embedding.append(float(dict(result.timings_ms).get("total", ms)) + embeddings[-1])
-        for stage, value in dict(result.timings_ms).items():
-            stages[stage].append(float(value))
-        path = result.path("vector")
-        strategies[str((path.detail or {}).get("strategy", "?")) if path else "?"] += 1
-        bare.append(run_bare(literal, ef_search)[0])
-        bare_default.append(run_bare(literal, None)[0])
+        timer.time(vector, text)
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + bare_sql, [vector_paths.vector_literal(vectors[0]), top_k])
+        cursor.execute("EXPLAIN " + BARE_SQL, [vector_paths.vector_literal(vectors[0]), top_k])
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    overlap = []
-    for vector in vectors[:20]:  # how much of the exact top-K the index returns at that beam
-        literal = vector_paths.vector_literal(vector)
-        approximate = set(run_bare(literal, ef_search)[1])
-        exact = set(run_bare(literal, None, exact_sql)[1])
-        overlap.append(len(approximate & exact) / max(1, len(exact)))
+    return _timings_report(timer, queries=len(vectors), plan=plan, hnsw_recall=timer.hnsw_recall(vectors))
 
-    def summary(values: list[float]) -> dict[str, float]:
-        return {"p50": round(percentile(values, 50), 2), "p95": round(percentile(values, 95), 2)}
 
-    server = stages.get("total", wall)
+def _summary(values: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(values, 50), 2), "p95": round(percentile(values, 95), 2)}
+
+
+def _timings_report(
+    timer: _QueryTimer, *, queries: int, plan: str, hnsw_recall: float | None
+) -> dict[str, Any]:
+    server = timer.stages.get("total", timer.wall)
     server_p50 = percentile(server, 50)
-    bare_p50 = percentile(bare, 50)
+    bare_p50 = percentile(timer.bare, 50)
     return {
-        "queries": len(vectors),
+        "queries": queries,
         "query_words": QUERY_WORDS,
-        "vector_server": summary(server),
-        "query_embedding": summary(embeddings),
-        "vector_server_with_embedding": summary(with_embedding),
-        "vector_wall": summary(wall),
-        "vector_stages": {stage: summary(values) for stage, values in stages.items()},
-        "vector_strategy": dict(strategies),
-        "bare_topk": {**summary(bare), "ef_search": ef_search},
-        "bare_topk_default_ef": {**summary(bare_default), "ef_search": PGVECTOR_DEFAULT_EF_SEARCH},
+        "vector_server": _summary(server),
+        "query_embedding": _summary(timer.embeddings),
+        "vector_server_with_embedding": _summary(timer.with_embedding),
+        "vector_wall": _summary(timer.wall),
+        "vector_stages": {stage: _summary(values) for stage, values in timer.stages.items()},
+        "vector_strategy": dict(timer.strategies),
+        "bare_topk": {**_summary(timer.bare), "ef_search": timer.ef_search},
+        "bare_topk_default_ef": {**_summary(timer.bare_default), "ef_search": PGVECTOR_DEFAULT_EF_SEARCH},
         "ratio_p50": round(server_p50 / bare_p50, 2) if bare_p50 else None,
         "bare_uses_hnsw": HNSW_INDEX in plan,
-        "hnsw_recall_at_k": round(float(np.mean(overlap)), 4) if overlap else None,
+        "hnsw_recall_at_k": hnsw_recall,
         "target_p50_ms": TARGET_P50_MS,
         "meets_target": server_p50 <= TARGET_P50_MS,
         "target_with_embedding_p50_ms": TARGET_WITH_EMBEDDING_P50_MS,
-        "meets_target_with_embedding": percentile(with_embedding, 50) <= TARGET_WITH_EMBEDDING_P50_MS,
+        "meets_target_with_embedding": percentile(timer.with_embedding, 50) <= TARGET_WITH_EMBEDDING_P50_MS,
     }

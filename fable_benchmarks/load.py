@@ -178,11 +178,7 @@ def summarise(records: Sequence[dict[str, Any]], seconds: float) -> list[KindSta
         by_kind[str(record["name"])].append(record)
     rows: list[KindStats] = []
     for group in (QUERY_GROUP, PAGE_GROUP, SIGN_IN_GROUP):
-        kinds = sorted((kind for kind in by_kind if group_of(kind) == group), key=_kind_order)
-        if not kinds:
-            continue
-        rows.append(_stats(group, [record for kind in kinds for record in by_kind[kind]], seconds))
-        rows += [_stats(kind, by_kind[kind], seconds) for kind in kinds]
+        rows += _group_rows(group, by_kind, seconds)
     rows += [
         _stats(kind, by_kind[kind], seconds)
         for kind in sorted(by_kind)
@@ -190,6 +186,15 @@ def summarise(records: Sequence[dict[str, Any]], seconds: float) -> list[KindSta
     ]
     rows.append(_stats("all requests", records, seconds))
     return rows
+
+
+def _group_rows(group: str, by_kind: dict[str, list[dict[str, Any]]], seconds: float) -> list[KindStats]:
+    """The group's row (all its kinds together), then one per kind; none if no kind is in it."""
+    kinds = sorted((kind for kind in by_kind if group_of(kind) == group), key=_kind_order)
+    if not kinds:
+        return []
+    together = _stats(group, [record for kind in kinds for record in by_kind[kind]], seconds)
+    return [together, *(_stats(kind, by_kind[kind], seconds) for kind in kinds)]
 
 
 def error_counts(records: Sequence[dict[str, Any]], limit: int = 10) -> list[tuple[str, str, int]]:
@@ -212,13 +217,7 @@ def bench_load(options: LoadOptions, *, log: Log | None = None) -> dict[str, Any
     report: dict[str, Any] = {"folder": str(folder), "web_workers": options.web_workers}
     try:
         corpus = _corpus(options, say, undo)
-        document_ids = list(
-            document_list(user=None, collection=corpus, status=Document.Status.INDEXED).values_list(
-                "pk", flat=True
-            )
-        )
-        if not document_ids:
-            raise BenchInputError(f"The collection {corpus.slug!r} has no indexed document to query.")
+        document_ids = _indexed_documents(corpus)
         report |= {"collection": corpus.slug, "documents": len(document_ids)}
         user, password, key = _throw_away_account(corpus, undo)
         username = user.get_username()
@@ -235,43 +234,60 @@ def bench_load(options: LoadOptions, *, log: Log | None = None) -> dict[str, Any
             "think_seconds": options.think_seconds,
             "ui_share": options.ui_share,
         }
-        plan_path = folder / "plan.json"
-        plan_path.write_text(json.dumps(plan))
-        plan_path.chmod(0o600)  # it holds a key and a password, if only throw-away ones
+        plan_path = _write_plan(folder, plan)
         with servers(folder, web_workers=options.web_workers, unthrottled=username, log=say) as base_url:
             api = httpx.Client(
                 base_url=f"{base_url}/v1/api", headers={"Authorization": f"Bearer {key}"}, timeout=120
             )
             _warm_up(api, queries=queries, collection=corpus.slug, workers=options.web_workers)
             queued = _queue_background(api, options, collection=background.slug, log=say)
-            stages = []
-            for number, stage in enumerate(options.stages, 1):
-                say(f"stage {number}: {stage.users} users for {stage.seconds} s")
-                records = _run_stage(stage, number=number, base_url=base_url, plan=plan_path, options=options)
-                stages.append(
-                    StageResult(
-                        stage=stage, rows=summarise(records, stage.seconds), errors=error_counts(records)
-                    )
-                )
+            stages = _run_stages(options, base_url=base_url, plan=plan_path, say=say)
             report["background"] = _background_state(background, queued=queued)
         report["stages"] = [stage.as_json() for stage in stages]
         report["server_log_problems"] = server_log_problems(folder / "web.log")
-        report["errors"] = (
-            sum(
-                row["errors"]
-                for stage in report["stages"]
-                for row in stage["rows"]
-                if row["kind"] == "all requests"
-            )
-            + report["background"]["failed"]
-            + len(report["server_log_problems"])
-        )
+        report["errors"] = _error_total(report)
     finally:
         for step in reversed(undo):
             step()
         if report.get("errors") == 0:
             shutil.rmtree(folder, ignore_errors=True)
     return report
+
+
+def _indexed_documents(corpus: Collection) -> list[int]:
+    """The pks of the collection's indexed documents, the ones a query may name."""
+    indexed = document_list(user=None, collection=corpus, status=Document.Status.INDEXED)
+    document_ids = list(indexed.values_list("pk", flat=True))
+    if not document_ids:
+        raise BenchInputError(f"The collection {corpus.slug!r} has no indexed document to query.")
+    return document_ids
+
+
+def _write_plan(folder: Path, plan: dict[str, Any]) -> Path:
+    """What the Locust users read: the account, the queries and the documents to ask about."""
+    plan_path = folder / "plan.json"
+    plan_path.write_text(json.dumps(plan))
+    plan_path.chmod(0o600)  # it holds a key and a password, if only throw-away ones
+    return plan_path
+
+
+def _run_stages(options: LoadOptions, *, base_url: str, plan: Path, say: Log) -> list[StageResult]:
+    stages = []
+    for number, stage in enumerate(options.stages, 1):
+        say(f"stage {number}: {stage.users} users for {stage.seconds} s")
+        records = _run_stage(stage, number=number, base_url=base_url, plan=plan, options=options)
+        stages.append(
+            StageResult(stage=stage, rows=summarise(records, stage.seconds), errors=error_counts(records))
+        )
+    return stages
+
+
+def _error_total(report: dict[str, Any]) -> int:
+    """Failed requests of every stage, failed background jobs, and problems in the server's log."""
+    failed_requests = sum(
+        row["errors"] for stage in report["stages"] for row in stage["rows"] if row["kind"] == "all requests"
+    )
+    return failed_requests + report["background"]["failed"] + len(report["server_log_problems"])
 
 
 def _corpus(options: LoadOptions, say: Log, undo: list[Callable[[], object]]) -> Collection:

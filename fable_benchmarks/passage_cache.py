@@ -39,6 +39,15 @@ class CachedPassageEmbedder:
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         keys = [self._key(text) for text in texts]
+        known = self._stored(keys)
+        missing = list(dict.fromkeys(key for key in keys if key not in known))
+        self.hits += len(keys) - sum(1 for key in keys if key not in known)
+        if missing:
+            known.update(self._embed_and_store(missing, text_of=dict(zip(keys, texts, strict=True))))
+        return np.stack([known[key] for key in keys])
+
+    def _stored(self, keys: list[str]) -> dict[str, np.ndarray]:
+        """The vectors cached under ``keys``, those that are."""
         known: dict[str, np.ndarray] = {}
         for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
             chunk = keys[start : start + 500]
@@ -47,19 +56,16 @@ class CachedPassageEmbedder:
                 f"SELECT key, vector FROM passage WHERE key IN ({marks})", chunk
             ):
                 known[key] = np.frombuffer(blob, dtype=np.float32)
-        missing = list(dict.fromkeys(key for key in keys if key not in known))
-        self.hits += len(keys) - sum(1 for key in keys if key not in known)
-        if missing:
-            text_of = dict(zip(keys, texts, strict=True))
-            vectors = np.asarray(
-                self.inner.embed_passages([text_of[key] for key in missing]), dtype=np.float32
-            )
-            self.misses += len(missing)
-            rows = [(key, vector.tobytes()) for key, vector in zip(missing, vectors, strict=True)]
-            self._db.executemany("INSERT OR REPLACE INTO passage (key, vector) VALUES (?, ?)", rows)
-            self._db.commit()
-            known.update(zip(missing, vectors, strict=True))
-        return np.stack([known[key] for key in keys])
+        return known
+
+    def _embed_and_store(self, missing: list[str], *, text_of: dict[str, str]) -> dict[str, np.ndarray]:
+        """The texts under the ``missing`` keys embedded by the model, and cached."""
+        vectors = np.asarray(self.inner.embed_passages([text_of[key] for key in missing]), dtype=np.float32)
+        self.misses += len(missing)
+        rows = [(key, vector.tobytes()) for key, vector in zip(missing, vectors, strict=True)]
+        self._db.executemany("INSERT OR REPLACE INTO passage (key, vector) VALUES (?, ?)", rows)
+        self._db.commit()
+        return dict(zip(missing, vectors, strict=True))
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)

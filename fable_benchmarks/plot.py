@@ -65,6 +65,16 @@ def dataset_name(report: dict[str, Any]) -> str:
 def recall_series(report: dict[str, Any]) -> tuple[list[int], dict[str, list[float]]]:
     """The budgets and, per method in drawing order, its recall (%) at each: the same rounding
     as the tables (one decimal)."""
+    budgets, series = _read_series(report)
+    if not budgets or not series:
+        raise BenchInputError("the bench-retrieval report has no budgets or no methods to draw")
+    known = [method for method in LINE_STYLES if method in series]
+    ordered = known + [method for method in series if method not in LINE_STYLES]
+    return budgets, {method: series[method] for method in ordered}
+
+
+def _read_series(report: dict[str, Any]) -> tuple[list[int], dict[str, list[float]]]:
+    """The report's budgets and each method's recall (%) at them, in the report's order."""
     try:
         budgets = [int(budget) for budget in report["budgets"]]
         results = report["results"]
@@ -77,11 +87,7 @@ def recall_series(report: dict[str, Any]) -> tuple[list[int], dict[str, list[flo
             f"not a bench-retrieval report (missing or malformed {error}); write one with "
             "bench-retrieval --json FILE"
         ) from None
-    if not budgets or not series:
-        raise BenchInputError("the bench-retrieval report has no budgets or no methods to draw")
-    known = [method for method in LINE_STYLES if method in series]
-    ordered = known + [method for method in series if method not in LINE_STYLES]
-    return budgets, {method: series[method] for method in ordered}
+    return budgets, series
 
 
 def recall_chart_svg(report: dict[str, Any], *, title: str = "") -> str:

@@ -8,7 +8,7 @@ themselves come from ``ingest``, ``retrieval`` and ``latency``; nothing here mea
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,36 @@ def format_retrieval(report: dict[str, Any]) -> str:
     budgets = [str(budget) for budget in report["budgets"]]
     labels = [budget_label(budget) for budget in report["budgets"]]
     results = report["results"]
-    methods = list(results)
+    lines = _format_intro(report)
+    for title, cell_text in _SHARE_TABLES:
+        lines += _method_table(title, results, budgets, labels, cell_text)
+    lines += _format_margins(results, budgets, labels)
+    lines += _method_table("Tokens returned (mean)", results, budgets, labels, _mean_tokens)
+    lines += _format_outcomes(results, budgets, labels)
+    lines += _format_by_type(report, budgets)
+    if report.get("files"):
+        lines += _format_files(report, budgets, labels)
+    lines += _format_latency(report.get("latency_ms") or {})
+    return "\n".join(lines).rstrip() + "\n"
+
+
+CellText = Callable[[dict[str, Any]], str]  # one method's summary at one budget -> a table cell
+
+_SHARE_TABLES: tuple[tuple[str, CellText], ...] = (
+    ("Recall (%)", lambda cell: percent(cell["recall"])),
+    ("EIR (%)", lambda cell: percent(cell["eir"])),
+    (
+        "Right document found (% of the query's gold documents with a chunk returned)",
+        lambda cell: percent(cell["doc_found"]),
+    ),
+)
+
+
+def _mean_tokens(cell: dict[str, Any]) -> str:
+    return f"{cell['mean_tokens']:.0f}"
+
+
+def _format_intro(report: dict[str, Any]) -> list[str]:
     lines = [
         f"bench-retrieval: {report['documents']} documents, {report['queries']} queries with references "
         f"({report['queries_without_references']} without references skipped); budgets in cl100k tokens.",
@@ -110,79 +139,84 @@ def format_retrieval(report: dict[str, Any]) -> str:
             f"({scoped['multi_document_left_out']} multi-document ones left out), {scoped['rewritten']} rewritten.",
             "",
         ]
-    for key, title in (
-        ("recall", "Recall (%)"),
-        ("eir", "EIR (%)"),
-        ("doc_found", "Right document found (% of the query's gold documents with a chunk returned)"),
-    ):
-        lines += [f"### {title}", ""]
-        rows = [[method] + [percent(results[method][b][key]) for b in budgets] for method in methods]
-        lines += [*markdown_table(["method", *labels], rows), ""]
-    lines += _format_margins(results, budgets, labels)
-    lines += ["### Tokens returned (mean)", ""]
-    rows = [[method] + [f"{results[method][b]['mean_tokens']:.0f}" for b in budgets] for method in methods]
-    lines += [*markdown_table(["method", *labels], rows), ""]
+    return lines
 
-    ranked = [m for m in methods if m not in REFERENCE_METHODS]
-    if ranked:
-        lines += [
-            "### Where references go (% of references): recalled / never exact anywhere / "
-            "document not returned / document returned, passage missed",
-            "",
-        ]
-        rows = []
-        for method in ranked:
-            for budget, label in zip(budgets, labels, strict=True):
-                outcome = results[method][budget]["reference_outcomes"]
-                cells = [
-                    percent(outcome[k])
-                    for k in ("recalled", "unmatchable", "wrong_document", "wrong_passage")
-                ]
-                routing = results[method][budget].get("routing")
-                whole = (
-                    f"{percent(routing.get('documents', 0) / max(1, sum(routing.values())))}"
-                    if routing
-                    else ""
-                )
-                rows.append([method, label, *cells, whole])
-        header = [
-            "method",
-            "budget",
-            "recalled",
-            "unmatchable",
-            "wrong document",
-            "wrong passage",
-            "whole-document routing %",
-        ]
-        lines += [*markdown_table(header, rows), ""]
 
-    type_budgets = [b for b in map(str, TYPE_TABLE_BUDGETS) if b in budgets] or budgets[
-        :: max(1, len(budgets) - 1)
+def _method_table(
+    title: str, results: dict[str, Any], budgets: list[str], labels: list[str], cell_text: CellText
+) -> list[str]:
+    """One row per method, one column per budget."""
+    rows = [[method] + [cell_text(results[method][b]) for b in budgets] for method in results]
+    return [f"### {title}", "", *markdown_table(["method", *labels], rows), ""]
+
+
+OUTCOMES = ("recalled", "unmatchable", "wrong_document", "wrong_passage")
+OUTCOMES_HEADER = (
+    "method", "budget", "recalled", "unmatchable", "wrong document", "wrong passage", "whole-document routing %",
+)  # fmt: skip
+
+
+def _format_outcomes(results: dict[str, Any], budgets: list[str], labels: list[str]) -> list[str]:
+    """Where each ranking method's references went, per budget (the reference methods rank nothing)."""
+    ranked = [m for m in results if m not in REFERENCE_METHODS]
+    if not ranked:
+        return []
+    lines = [
+        "### Where references go (% of references): recalled / never exact anywhere / "
+        "document not returned / document returned, passage missed",
+        "",
     ]
-    types = sorted({name for method in methods for name in results[method][budgets[0]]["recall_by_type"]})
-    if types:
-        lines += [
-            f"### Recall by query type (%) at {', '.join(budget_label(int(b)) for b in type_budgets)}",
-            "",
-        ]
-        counts = report.get("query_types", {})
-        header = ["query type", "n"] + [
-            f"{m} {budget_label(int(b))}" for b in type_budgets for m in methods if m != "ceiling"
-        ]
-        rows = []
-        for name in types:
-            row = [name, str(counts.get(name, ""))]
-            for b in type_budgets:
-                row += [
-                    percent(results[m][b]["recall_by_type"].get(name, 0.0)) for m in methods if m != "ceiling"
-                ]
-            rows.append(row)
-        lines += [*markdown_table(header, rows), ""]
+    rows = [
+        [method, label, *(percent(results[method][budget]["reference_outcomes"][k]) for k in OUTCOMES),
+         _whole_document_share(results[method][budget].get("routing"))]
+        for method in ranked
+        for budget, label in zip(budgets, labels, strict=True)
+    ]  # fmt: skip
+    return [*lines, *markdown_table(OUTCOMES_HEADER, rows), ""]
 
-    if report.get("files"):
-        lines += _format_files(report, budgets, labels)
 
-    latency = report.get("latency_ms") or {}
+def _whole_document_share(routing: dict[str, int] | None) -> str:
+    """The share of the engine's queries routed to whole documents ("" for the other methods)."""
+    if not routing:
+        return ""
+    return f"{percent(routing.get('documents', 0) / max(1, sum(routing.values())))}"
+
+
+def _format_by_type(report: dict[str, Any], budgets: list[str]) -> list[str]:
+    """Recall per query type at a few budgets, one column per method and budget."""
+    results = report["results"]
+    types = sorted({name for cells in results.values() for name in cells[budgets[0]]["recall_by_type"]})
+    if not types:
+        return []
+    type_budgets = _type_budgets(budgets)
+    ranked = [m for m in results if m != "ceiling"]
+    counts = report.get("query_types", {})
+    header = ["query type", "n"] + [f"{m} {budget_label(int(b))}" for b in type_budgets for m in ranked]
+    rows = [
+        [name, str(counts.get(name, "")), *_type_recalls(results, name, type_budgets, ranked)]
+        for name in types
+    ]
+    return [
+        f"### Recall by query type (%) at {', '.join(budget_label(int(b)) for b in type_budgets)}",
+        "",
+        *markdown_table(header, rows),
+        "",
+    ]
+
+
+def _type_recalls(results: dict[str, Any], name: str, budgets: list[str], methods: list[str]) -> list[str]:
+    return [percent(results[m][b]["recall_by_type"].get(name, 0.0)) for b in budgets for m in methods]
+
+
+def _type_budgets(budgets: list[str]) -> list[str]:
+    """``TYPE_TABLE_BUDGETS`` where run; else the first and the last budget."""
+    run = [b for b in map(str, TYPE_TABLE_BUDGETS) if b in budgets]
+    return run or budgets[:: max(1, len(budgets) - 1)]
+
+
+def _format_latency(latency: dict[str, Any]) -> list[str]:
+    """The methods' latency (those with ``p50``), then each engine mode's server stages."""
+    lines = []
     plain = {name: value for name, value in latency.items() if "p50" in value}
     if plain:
         lines += ["### Query latency (ms; engine: wall time of retrieve(), all budgets together)", ""]
@@ -194,7 +228,7 @@ def format_retrieval(report: dict[str, Any]) -> str:
         lines += [f"### {name} (ms)", ""]
         rows = [[stage, f"{v['p50']:.1f}", f"{v['p95']:.1f}"] for stage, v in by_stage.items()]
         lines += [*markdown_table(["stage", "p50", "p95"], rows), ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
 
 
 def _format_margins(results: dict[str, Any], budgets: list[str], labels: list[str]) -> list[str]:
@@ -449,47 +483,54 @@ def format_cost(report: dict[str, Any]) -> str:
         "### Ingestion, LLM tree builder",
         "",
     ]
-    rows = [
-        [
-            row["dataset"], str(row["documents"]), str(row["document_tokens"]), str(row["chunks"]),
-            str(row["server_requests"]), str(row["server_prompt_tokens"]),
-            str(row["server_completion_tokens"]), f"{row['input_per_document_token']:.2f}",
-            f"{row['output_per_document_token']:.3f}", str(row["fallbacks"]),
-        ]
-        for row in report["ingestion"]
-    ]  # fmt: skip
+    rows = [_cost_ingest_row(row) for row in report["ingestion"]]
     lines += [*markdown_table(COST_INGEST_HEADER, rows), "", "### Re-indexing unchanged text (target 0)", ""]
-    rows = [
-        [
-            row["dataset"], str(row["documents"]), str(row["llm_calls"]), str(row["cached_calls"]),
-            str(row["server_requests"]), str(row["server_prompt_tokens"]), str(row["server_completion_tokens"]),
-        ]
-        for row in report["reindex"]
-    ]  # fmt: skip
+    rows = [_cost_reindex_row(row) for row in report["reindex"]]
     lines += [*markdown_table(COST_REINDEX_HEADER, rows), ""]
     lines += [f"### Per query, bipath, budget {report['budget']} (target <= {target} input tokens)", ""]
-    rows = [
-        [
-            str(row["documents_in_scope"]), str(row["queries"]), f"{row['calls_per_query']:.1f}",
-            f"{row['input_mean']:.0f}", str(row["input_max"]), f"{row['output_mean']:.0f}",
-            str(row["select_input_max"]), str(row["navigate_input_max"]),
-            "yes" if row["meets_target"] else "NO",
-        ]
-        for row in report["queries"]
-    ]  # fmt: skip
+    rows = [_cost_query_row(row) for row in report["queries"]]
     lines += markdown_table(COST_QUERY_HEADER, rows)
+    lines += ["", *_cost_notes(report)]
+    return "\n".join(lines) + "\n"
+
+
+def _cost_ingest_row(row: dict[str, Any]) -> list[str]:
+    return [
+        row["dataset"], str(row["documents"]), str(row["document_tokens"]), str(row["chunks"]),
+        str(row["server_requests"]), str(row["server_prompt_tokens"]),
+        str(row["server_completion_tokens"]), f"{row['input_per_document_token']:.2f}",
+        f"{row['output_per_document_token']:.3f}", str(row["fallbacks"]),
+    ]  # fmt: skip
+
+
+def _cost_reindex_row(row: dict[str, Any]) -> list[str]:
+    return [
+        row["dataset"], str(row["documents"]), str(row["llm_calls"]), str(row["cached_calls"]),
+        str(row["server_requests"]), str(row["server_prompt_tokens"]), str(row["server_completion_tokens"]),
+    ]  # fmt: skip
+
+
+def _cost_query_row(row: dict[str, Any]) -> list[str]:
+    return [
+        str(row["documents_in_scope"]), str(row["queries"]), f"{row['calls_per_query']:.1f}",
+        f"{row['input_mean']:.0f}", str(row["input_max"]), f"{row['output_mean']:.0f}",
+        str(row["select_input_max"]), str(row["navigate_input_max"]),
+        "yes" if row["meets_target"] else "NO",
+    ]  # fmt: skip
+
+
+def _cost_notes(report: dict[str, Any]) -> list[str]:
+    """Whether the client's usage agrees with the server's, what failed, the corpus, the cleanup."""
     agree = all(row["client_agrees"] for key in ("ingestion", "reindex", "queries") for row in report[key])
     failed = sorted({name for row in report["queries"] for name in row["failed_paths"]})
-    lines += [
-        "",
+    lines = [
         f"Client usage (jobs' llm_* fields, results' llm_usage) equals the server's count: {'yes' if agree else 'NO'}.",
     ]
     if failed:
         lines.append(f"LLM paths that failed in some query: {', '.join(failed)}.")
-    load = report.get("load") or {}
-    if load:
+    if load := report.get("load") or {}:
         lines.append(
             f"Synthetic corpus: {load.get('documents')} documents, {load.get('nodes')} nodes, written in {load.get('write_s')} s."
         )
     lines.append(f"LLM cache rows of this run deleted: {report.get('cache_rows_deleted', 0)}.")
-    return "\n".join(lines) + "\n"
+    return lines

@@ -58,6 +58,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -238,88 +239,180 @@ def bench_retrieval(
     the first documents only, and the queries about them. ``scoped``: each single-document
     query without its document's name, filtered to that document (see the module's docstring)."""
     say: Log = log or (lambda message: None)
-    if files_path is not None and collection_slug:
-        raise BenchInputError("--files ingests the files now: leave out --collection")
-    if files_path is not None and scoped:
-        raise BenchInputError("--scoped runs on the text documents: leave out --files")
+    _check_options(files_path=files_path, collection_slug=collection_slug, scoped=scoped)
     llm = llm_configured()
     if methods is None:
-        methods = (
-            list(SCOPED_METHODS) if scoped else [m for m in ALL_METHODS if llm or m not in ("bipath", "llm")]
-        )
-    records = read_documents(docs_path, limit)
-    contents = {record.doc_id: record.content for record in records}
-    all_queries = read_queries(queries_path)
-    if limit:  # the queries about the documents read, only
-        known = {record.doc_id for record in records}
-        all_queries = [query for query in all_queries if set(query.doc_ids) <= known]
-    answerable = [query for query in all_queries if query.references]
-    queries = stratified_sample(answerable, max_queries)
-    say(f"{len(queries)} queries with references ({len(all_queries) - len(answerable)} without, skipped)")
-    sampled = len(queries)
-    if scoped:
-        queries = [query for query in queries if len(query.doc_ids) == 1 and query.doc_ids[0] in contents]
-        say(f"--scoped: {len(queries)} single-document queries ({sampled - len(queries)} left out)")
-
+        methods = _default_methods(scoped=scoped, llm=llm)
+    inputs = _read_inputs(
+        docs_path, queries_path, limit=limit, max_queries=max_queries, scoped=scoped, say=say
+    )
     split = SentenceSplitter()
     match: Match = normalise if files_path is not None else _exact
-    matched = _matched(contents, match)
-    prepared = [_prepare(query, split, matched, match) for query in queries]
-    if scoped:
-        names = {
-            record.doc_id: document_names(domain=record.domain, title=record.title, content=record.content)
-            for record in records
-        }
-        prepared = [
-            replace(item, asked=scoped_query(item.query.text, names[item.query.doc_ids[0]]),
-                    within=item.query.doc_ids[0])
-            for item in prepared
-        ]  # fmt: skip
+    prepared = _prepare_all(inputs, split, match, scoped=scoped)
     collection, pk_to_doc, ingestion = collection_for(
-        records, collection_slug=collection_slug, needed=methods, say=say
+        inputs.records, collection_slug=collection_slug, needed=methods, say=say
     )
     report: dict[str, Any] = {
         "docs": str(docs_path),
         "queries_file": str(queries_path),
-        "documents": len(records),
-        "queries": len(queries),
-        "queries_without_references": len(all_queries) - len(answerable),
-        "query_types": dict(sorted(Counter(query.query_type for query in queries).items())),
+        **_inputs_summary(inputs),
         "budgets": list(budgets),
         "methods": list(methods),
         "llm_configured": llm,
-        "collection": collection.slug if collection is not None else None,
-        "ingestion": ingestion,
-        "matching": "normalised" if files_path is not None else "exact",
+        **_run_summary(collection, ingestion, from_files=files_path is not None),
+        **({"scoped": _scoped_summary(inputs.sampled, prepared)} if scoped else {}),
     }
-    if scoped:
-        report["scoped"] = {
-            "sampled": sampled,
-            "queries": len(prepared),
-            "multi_document_left_out": sampled - len(prepared),
-            "rewritten": sum(item.text != item.query.text for item in prepared),
-        }
     try:
         cells, latency = _run_methods(
-            prepared, methods=methods, budgets=budgets, contents=contents, collection=collection,
+            prepared, methods=methods, budgets=budgets, contents=inputs.contents, collection=collection,
             pk_to_doc=pk_to_doc, match=match, say=say,
         )  # fmt: skip
         if files_path is not None:
             report["files"] = _from_files(
-                files_path, queries_path=queries_path, records=records, queries=queries,
-                answerable=answerable, split=split, methods=methods, budgets=budgets, keep=keep, say=say,
+                files_path, queries_path=queries_path, inputs=inputs, split=split, methods=methods,
+                budgets=budgets, keep=keep, say=say,
             )  # fmt: skip
-            report["files"]["text_extraction_ceiling"] = _extraction_ceiling(answerable, contents, split)
     finally:
-        if collection is not None and not collection_slug and not keep:
+        if collection is not None and not (collection_slug or keep):  # a throw-away one
             collection_delete(collection=collection)
             report["collection"] = None
-    report["results"] = {
-        method: {str(budget): cells[method, budget].summary() for budget in budgets} for method in methods
-    }
+    report["results"] = _results(cells, methods, budgets)
     report["latency_ms"] = latency
     # Per query, for digging into differences between methods (not printed).
-    report["query_details"] = {
+    report["query_details"] = _query_details(prepared)
+    report["per_query"] = _per_query(cells, methods, budgets)
+    report["sentences_segmented"] = len(split)
+    return report
+
+
+def _check_options(*, files_path: Path | None, collection_slug: str, scoped: bool) -> None:
+    if files_path is not None and collection_slug:
+        raise BenchInputError("--files ingests the files now: leave out --collection")
+    if files_path is not None and scoped:
+        raise BenchInputError("--scoped runs on the text documents: leave out --files")
+
+
+def _default_methods(*, scoped: bool, llm: bool) -> list[str]:
+    """Scoped: the engine as it is against the rest; else every method (the LLM's with one)."""
+    if scoped:
+        return list(SCOPED_METHODS)
+    return [method for method in ALL_METHODS if llm or method not in ("bipath", "llm")]
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The documents read, and the queries asked of them."""
+
+    records: list[DatasetDocument]
+    all_queries: list[BenchQuery]  # about the documents read
+    answerable: list[BenchQuery]  # of those, the ones with references
+    sampled: int  # how many of those were sampled (``max_queries``)
+    queries: list[BenchQuery]  # the ones asked: the sample, single-document only when scoped
+
+    @cached_property
+    def contents(self) -> dict[Any, str]:
+        return {record.doc_id: record.content for record in self.records}
+
+
+def _read_inputs(
+    docs_path: Path, queries_path: Path, *, limit: int, max_queries: int, scoped: bool, say: Log
+) -> _Inputs:
+    records = read_documents(docs_path, limit)
+    all_queries = read_queries(queries_path)
+    if limit:  # the queries about the documents read, only
+        all_queries = _about(all_queries, records)
+    answerable = [query for query in all_queries if query.references]
+    queries = stratified_sample(answerable, max_queries)
+    say(f"{len(queries)} queries with references ({len(all_queries) - len(answerable)} without, skipped)")
+    sampled = len(queries)
+    inputs = _Inputs(records, all_queries, answerable, sampled, queries)
+    if not scoped:
+        return inputs
+    single = [query for query in queries if _single_document(query, inputs.contents)]
+    say(f"--scoped: {len(single)} single-document queries ({sampled - len(single)} left out)")
+    return replace(inputs, queries=single)
+
+
+def _about(queries: Sequence[BenchQuery], records: Sequence[DatasetDocument]) -> list[BenchQuery]:
+    """The queries whose documents are all among ``records``."""
+    known = {record.doc_id for record in records}
+    return [query for query in queries if set(query.doc_ids) <= known]
+
+
+def _single_document(query: BenchQuery, contents: dict[Any, str]) -> bool:
+    return len(query.doc_ids) == 1 and query.doc_ids[0] in contents
+
+
+def _inputs_summary(inputs: _Inputs) -> dict[str, Any]:
+    return {
+        "documents": len(inputs.records),
+        "queries": len(inputs.queries),
+        "queries_without_references": len(inputs.all_queries) - len(inputs.answerable),
+        "query_types": dict(sorted(Counter(query.query_type for query in inputs.queries).items())),
+    }
+
+
+def _prepare_all(
+    inputs: _Inputs, split: SentenceSplitter, match: Match, *, scoped: bool
+) -> list[PreparedQuery]:
+    matched = _matched(inputs.contents, match)
+    prepared = [_prepare(query, split, matched, match) for query in inputs.queries]
+    return _scoped(prepared, inputs.records) if scoped else prepared
+
+
+def _run_summary(
+    collection: Collection | None, ingestion: dict[str, Any], *, from_files: bool
+) -> dict[str, Any]:
+    return {
+        "collection": collection.slug if collection is not None else None,
+        "ingestion": ingestion,
+        "matching": "normalised" if from_files else "exact",
+    }
+
+
+def _scoped(prepared: list[PreparedQuery], records: Sequence[DatasetDocument]) -> list[PreparedQuery]:
+    """Each query asked without its document's names, filtered to that document."""
+    names = {
+        record.doc_id: document_names(domain=record.domain, title=record.title, content=record.content)
+        for record in records
+    }
+    return [
+        replace(item, asked=scoped_query(item.query.text, names[item.query.doc_ids[0]]),
+                within=item.query.doc_ids[0])
+        for item in prepared
+    ]  # fmt: skip
+
+
+def _scoped_summary(sampled: int, prepared: Sequence[PreparedQuery]) -> dict[str, int]:
+    return {
+        "sampled": sampled,
+        "queries": len(prepared),
+        "multi_document_left_out": sampled - len(prepared),
+        "rewritten": sum(item.text != item.query.text for item in prepared),
+    }
+
+
+def _results(
+    cells: dict[tuple[str, int], Cell], methods: Sequence[str], budgets: Sequence[int]
+) -> dict[str, dict[str, Any]]:
+    return {
+        method: {str(budget): cells[method, budget].summary() for budget in budgets} for method in methods
+    }
+
+
+def _per_query(
+    cells: dict[tuple[str, int], Cell], methods: Sequence[str], budgets: Sequence[int]
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Each method's outcome per query (``ceiling``'s is the same for every method: left out)."""
+    return {
+        method: {str(budget): cells[method, budget].per_query for budget in budgets}
+        for method in methods
+        if method != "ceiling"
+    }
+
+
+def _query_details(prepared: Sequence[PreparedQuery]) -> dict[str, dict[str, Any]]:
+    return {
         str(item.query.query_id): {
             "type": item.query.query_type,
             "doc_ids": list(item.query.doc_ids),
@@ -327,34 +420,32 @@ def bench_retrieval(
         }
         for item in prepared
     }
-    report["per_query"] = {
-        method: {str(budget): cells[method, budget].per_query for budget in budgets}
-        for method in methods
-        if method != "ceiling"
-    }
-    report["sentences_segmented"] = len(split)
-    return report
 
 
 def _prepare(
     query: BenchQuery, split: SentenceSplitter, contents: dict[Any, str], match: Match = _exact
 ) -> PreparedQuery:
     """The query's reference sentences through ``match``; ``contents`` went through it already."""
-    sentences = [
-        matched
-        for matched in (
-            tuple(m for m in (match(s) for s in reference) if m)
-            for reference in reference_sentences(query.references, split)
-        )
-        if matched
-    ]
+    sentences = _matched_references(query, split, match)
     gold = [doc for doc in query.doc_ids if doc in contents]
     search_order = gold + [doc for doc in contents if doc not in gold]
-    home = [
-        next((doc for doc in search_order if all(s in contents[doc] for s in reference)), None)
-        for reference in sentences
-    ]
+    home = [_home(reference, search_order, contents) for reference in sentences]
     return PreparedQuery(query, sentences, home, frozenset(gold))
+
+
+def _matched_references(query: BenchQuery, split: SentenceSplitter, match: Match) -> list[tuple[str, ...]]:
+    """Each reference's sentences through ``match``, the ones left blank dropped (and the
+    references left with none)."""
+    references = (
+        tuple(m for m in (match(s) for s in reference) if m)
+        for reference in reference_sentences(query.references, split)
+    )
+    return [reference for reference in references if reference]
+
+
+def _home(reference: tuple[str, ...], search_order: Sequence[Any], contents: dict[Any, str]) -> Any:
+    """The first document (gold ones first) holding every sentence of the reference; None if none."""
+    return next((doc for doc in search_order if all(s in contents[doc] for s in reference)), None)
 
 
 def _matched(contents: dict[Any, str], match: Match) -> dict[Any, str]:
@@ -368,9 +459,7 @@ def _from_files(
     files_path: Path,
     *,
     queries_path: Path,
-    records: Sequence[DatasetDocument],
-    queries: Sequence[BenchQuery],
-    answerable: Sequence[BenchQuery],
+    inputs: _Inputs,
     split: SentenceSplitter,
     methods: Sequence[str],
     budgets: Sequence[int],
@@ -378,44 +467,60 @@ def _from_files(
     say: Log,
 ) -> dict[str, Any]:
     """The same queries over the documents uploaded as files: ingestion through the product's
-    upload path, the extraction ceiling, and every method that needs no flat chunks."""
-    titles = {record.doc_id: record.title for record in records}
+    upload path, the extraction ceiling, and every method that needs no flat chunks; and the
+    text documents' own extraction ceiling, to compare."""
+    titles = {record.doc_id: record.title for record in inputs.records}
     items = [item for item in read_file_documents(files_path, titles=titles) if item.doc_id in titles]
     methods = [method for method in methods if method not in (*BASELINE_METHODS, *baselines.PEERS)]
     say(f"files: uploading {len(items)} files from {files_path}")
     collection, pk_to_doc, ingestion = _ingest(items, say)
     out: dict[str, Any] = {"files": str(files_path), "documents": len(items), "methods": methods}
     try:
-        stored = document_list(user=None, collection=collection).values_list("pk", "content")
-        extracted = {pk_to_doc[pk]: content for pk, content in stored if pk in pk_to_doc}
         out["ingestion"] = ingestion
-        out["extraction_ceiling"] = _extraction_ceiling(answerable, extracted, split)
-        say(f"files: extraction ceiling {out['extraction_ceiling']['share']:.1%}")
-        # The extractor alone, in a fresh process: its pages per second and peak memory.
-        (row,) = bench_extract(
-            files_path=files_path, queries_path=queries_path, candidates=["pypdfium2+clean"]
-        )
-        out["extractor"] = row.as_json()
-        matched = _matched(extracted, normalise)
-        prepared = [_prepare(item, split, matched, normalise) for item in queries]
-        cells, latency = _run_methods(
-            prepared, methods=methods, budgets=budgets, contents=extracted, collection=collection,
-            pk_to_doc=pk_to_doc, match=normalise, say=say,
+        out |= _over_files(
+            files_path, queries_path=queries_path, inputs=inputs, split=split, methods=methods,
+            budgets=budgets, collection=collection, pk_to_doc=pk_to_doc, say=say,
         )  # fmt: skip
-        out["results"] = {
-            method: {str(budget): cells[method, budget].summary() for budget in budgets} for method in methods
-        }
-        out["latency_ms"] = latency
-        out["per_query"] = {
-            method: {str(budget): cells[method, budget].per_query for budget in budgets}
-            for method in methods
-            if method != "ceiling"
-        }
         out["collection"] = collection.slug if keep else None
     finally:
         if not keep:
             collection_delete(collection=collection)
+    out["text_extraction_ceiling"] = _extraction_ceiling(inputs.answerable, inputs.contents, split)
     return out
+
+
+def _over_files(
+    files_path: Path,
+    *,
+    queries_path: Path,
+    inputs: _Inputs,
+    split: SentenceSplitter,
+    methods: Sequence[str],
+    budgets: Sequence[int],
+    collection: Collection,
+    pk_to_doc: dict[int, Any],
+    say: Log,
+) -> dict[str, Any]:
+    """The extraction ceiling of the uploaded files, the extractor alone, and the methods over them."""
+    stored = document_list(user=None, collection=collection).values_list("pk", "content")
+    extracted = {pk_to_doc[pk]: content for pk, content in stored if pk in pk_to_doc}
+    ceiling = _extraction_ceiling(inputs.answerable, extracted, split)
+    say(f"files: extraction ceiling {ceiling['share']:.1%}")
+    # The extractor alone, in a fresh process: its pages per second and peak memory.
+    (row,) = bench_extract(files_path=files_path, queries_path=queries_path, candidates=["pypdfium2+clean"])
+    matched = _matched(extracted, normalise)
+    prepared = [_prepare(item, split, matched, normalise) for item in inputs.queries]
+    cells, latency = _run_methods(
+        prepared, methods=methods, budgets=budgets, contents=extracted, collection=collection,
+        pk_to_doc=pk_to_doc, match=normalise, say=say,
+    )  # fmt: skip
+    return {
+        "extraction_ceiling": ceiling,
+        "extractor": row.as_json(),
+        "results": _results(cells, methods, budgets),
+        "latency_ms": latency,
+        "per_query": _per_query(cells, methods, budgets),
+    }
 
 
 def _extraction_ceiling(
@@ -451,24 +556,32 @@ def collection_for(
 ) -> tuple[Collection | None, dict[int, Any], dict[str, Any]]:
     """The collection to query (ingested now, or reused) and its document pk -> doc_id map."""
     if collection_slug:
-        try:
-            collection = collection_get(user=None, collection=collection_slug)
-        except NotFoundError:
-            raise BenchInputError(f"--collection {collection_slug}: no such collection") from None
-        by_hash = {_sha256(record.content): record.doc_id for record in records}
-        known = {record.doc_id for record in records}
-        pk_to_doc: dict[int, Any] = {}
-        stored = document_list(user=None, collection=collection).values_list("pk", "metadata", "content_hash")
-        for pk, metadata, content_hash in stored:
-            doc_id = (metadata or {}).get("doc_id")
-            pk_to_doc[pk] = doc_id if doc_id in known else by_hash.get(content_hash)
-        missing = len(known - set(pk_to_doc.values()))
-        if missing:
-            say(f"warning: {missing} of the {len(known)} documents are not in collection {collection_slug}")
-        return collection, pk_to_doc, {"reused": True, "documents": len(pk_to_doc), "missing": missing}
+        return _reused(records, collection_slug, say)
     if not any(method in needed for method in ("oracle", PARENT_CHILD, *ENGINE_MODES)):
         return None, {}, {"skipped": "no method needs the engine"}
     return _ingest(records, say)
+
+
+def _reused(
+    records: Sequence[DatasetDocument], collection_slug: str, say: Log
+) -> tuple[Collection, dict[int, Any], dict[str, Any]]:
+    """An existing collection, its documents matched to doc_ids through ``metadata["doc_id"]``
+    (stored at ingestion), or else through their content."""
+    try:
+        collection = collection_get(user=None, collection=collection_slug)
+    except NotFoundError:
+        raise BenchInputError(f"--collection {collection_slug}: no such collection") from None
+    by_hash = {_sha256(record.content): record.doc_id for record in records}
+    known = {record.doc_id for record in records}
+    pk_to_doc: dict[int, Any] = {}
+    stored = document_list(user=None, collection=collection).values_list("pk", "metadata", "content_hash")
+    for pk, metadata, content_hash in stored:
+        doc_id = (metadata or {}).get("doc_id")
+        pk_to_doc[pk] = doc_id if doc_id in known else by_hash.get(content_hash)
+    missing = len(known - set(pk_to_doc.values()))
+    if missing:
+        say(f"warning: {missing} of the {len(known)} documents are not in collection {collection_slug}")
+    return collection, pk_to_doc, {"reused": True, "documents": len(pk_to_doc), "missing": missing}
 
 
 def _ingest(
@@ -522,6 +635,259 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+Order = Sequence[int] | np.ndarray
+Ranked = ChunkIndex | ParentChild
+
+
+@dataclass(frozen=True)
+class _Corpus:
+    """What the reference methods compare against, made once per run (through ``match``)."""
+
+    contents: dict[Any, str]
+    matched: dict[Any, str]
+    document_tokens: dict[Any, int]  # only when ``ceiling`` runs
+    leaves: list[tuple[Any, str, int]]  # (doc_id, text, tokens), only when ``oracle`` runs
+
+    @property
+    def corpus_tokens(self) -> int:
+        return sum(self.document_tokens.values())
+
+
+def _corpus_for(
+    methods: Sequence[str],
+    contents: dict[Any, str],
+    collection: Collection | None,
+    pk_to_doc: dict[int, Any],
+    match: Match,
+) -> _Corpus:
+    matched = _matched(contents, match)
+    document_tokens = (
+        {doc: count_tokens(text) for doc, text in matched.items()} if "ceiling" in methods else {}
+    )
+    leaves = (
+        [(doc, match(text), tokens) for doc, text, tokens in _leaves(collection, pk_to_doc)]
+        if "oracle" in methods
+        else []
+    )
+    return _Corpus(contents, matched, document_tokens, leaves)
+
+
+@dataclass(frozen=True)
+class _Rankers:
+    """The flat baselines and the peers, indexed once per run, and every query's vector."""
+
+    query_vectors: np.ndarray | None
+    flat: ChunkIndex | None
+    peers: dict[str, ChunkIndex]
+    parent_child: ParentChild | None
+
+
+def _rankers_for(
+    prepared: Sequence[PreparedQuery],
+    *,
+    methods: Sequence[str],
+    contents: dict[Any, str],
+    collection: Collection | None,
+    pk_to_doc: dict[int, Any],
+    say: Log,
+) -> _Rankers:
+    cache_dir = Path(settings.DATA_DIR) / "bench-cache"
+    needs_vectors = any(m in methods for m in ("dense", *PEER_METHODS))
+    embedder = get_embedder() if needs_vectors else None
+    query_vectors = (
+        baselines.cached_embeddings(
+            embedder, [item.text for item in prepared], kind="query", cache_dir=cache_dir, log=say
+        )
+        if embedder is not None
+        else None
+    )
+    chunks = _ChunkIndexer(contents, embedder, cache_dir, say)
+    flat = None
+    if any(method in methods for method in BASELINE_METHODS):
+        flat = chunks.index(baselines.CHUNK_TOKENS, 0, lexical="bm25" in methods, dense="dense" in methods)
+    peers = {
+        name: chunks.index(peer.chunk_tokens, peer.overlap_tokens, lexical=True, dense=True)
+        for name, peer in baselines.PEERS.items()
+        if name in methods
+    }
+    parent_child = (
+        _parent_child(collection, pk_to_doc, embedder=embedder) if PARENT_CHILD in methods else None
+    )
+    return _Rankers(query_vectors, flat, peers, parent_child)
+
+
+@dataclass(frozen=True)
+class _ChunkIndexer:
+    """Flat chunk indexes over the documents, their passage vectors from the cache when there."""
+
+    contents: dict[Any, str]
+    embedder: Any
+    cache_dir: Path
+    say: Log
+
+    def index(self, size: int, overlap: int, *, lexical: bool, dense: bool) -> ChunkIndex:
+        chunks = baselines.chunk_documents(self.contents.items(), size, overlap)
+        self.say(f"{len(chunks)} chunks of <= {size} tokens, {overlap} overlapping")
+        texts = [chunk.text for chunk in chunks]
+        vectors = None
+        if dense and self.embedder is not None:
+            vectors = baselines.cached_embeddings(
+                self.embedder, texts, kind="passage", cache_dir=self.cache_dir, log=self.say
+            )
+        return ChunkIndex(
+            texts=texts, owners=[chunk.document for chunk in chunks],
+            token_counts=[chunk.token_count for chunk in chunks], vectors=vectors, lexical=lexical,
+        )  # fmt: skip
+
+
+def _packed(index: Ranked, order: Order, budgets: Sequence[int]) -> dict[int, Retrieved]:
+    """What packing ``order`` gives at each budget."""
+    items = index.items if isinstance(index, ParentChild) else index
+    inside = index.items.inside if isinstance(index, ParentChild) else None
+    out = {}
+    for budget in budgets:
+        picked = baselines.pack_ranked(order, items.token_counts, budget, inside=inside)
+        out[budget] = Retrieved(
+            [items.texts[i] for i in picked],
+            {items.owners[i] for i in picked},
+            sum(items.token_counts[i] for i in picked),
+        )
+    return out
+
+
+@dataclass
+class _MethodRun:
+    """Every method over the queries, one query at a time: the cells it fills, and the latencies
+    of the ranking methods and of the engine's modes (whole, and per server stage)."""
+
+    methods: Sequence[str]
+    budgets: Sequence[int]
+    corpus: _Corpus
+    rankers: _Rankers
+    collection: Collection | None
+    pk_to_doc: dict[int, Any]
+    say: Log
+    match: Match
+    cells: dict[tuple[str, int], Cell] = field(default_factory=lambda: defaultdict(Cell))
+    timings: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    stages: dict[str, dict[str, list[float]]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(list))
+    )
+
+    @property
+    def engine_modes(self) -> list[str]:
+        return [method for method in self.methods if method in ENGINE_MODES]
+
+    def score(self, item: PreparedQuery, vector: np.ndarray | None) -> None:
+        if "ceiling" in self.methods:
+            self._ceiling(item)
+        if "oracle" in self.methods:
+            self._oracle(item)
+        for name, (index, order) in self._orders(item, vector).items():
+            for budget, retrieved in _packed(index, order, self.budgets).items():
+                _record(self.cells[name, budget], item, retrieved, self.match)
+        for mode in self.engine_modes:
+            for budget in self.budgets:
+                self._engine(item, mode, budget)
+
+    def latency(self) -> dict[str, Any]:
+        latency: dict[str, Any] = {name: _percentiles(values) for name, values in self.timings.items()}
+        for mode, by_stage in self.stages.items():
+            latency[f"{mode} (server stages)"] = {
+                stage: _percentiles(values) for stage, values in by_stage.items()
+            }
+        return latency
+
+    def _ceiling(self, item: PreparedQuery) -> None:
+        corpus, within = self.corpus, item.within
+        if within is None:
+            whole = Retrieved(list(corpus.matched.values()), set(corpus.contents), corpus.corpus_tokens)
+        else:
+            whole = Retrieved([corpus.matched[within]], {within}, corpus.document_tokens[within])
+        whole_score = score_sentences(item.sentences, whole.texts)  # the same at every budget
+        for budget in self.budgets:
+            _record(self.cells["ceiling", budget], item, whole, score=whole_score)
+
+    def _oracle(self, item: PreparedQuery) -> None:
+        useful = [leaf for leaf in self.corpus.leaves if _holds_a_reference(leaf, item)]
+        useful.sort(key=lambda leaf: leaf[2])
+        sizes = [leaf[2] for leaf in useful]
+        for budget in self.budgets:
+            picked = [useful[index] for index in baselines.pack_ranked(range(len(useful)), sizes, budget)]
+            _record(
+                self.cells["oracle", budget],
+                item,
+                Retrieved([p[1] for p in picked], {p[0] for p in picked}, sum(p[2] for p in picked)),
+            )
+
+    def _orders(self, item: PreparedQuery, vector: np.ndarray | None) -> dict[str, tuple[Ranked, Order]]:
+        """Each ranking method's order for the query, each timed as ``"<method> (rank)"``."""
+        orders: dict[str, tuple[Ranked, Order]] = {}
+        for name, index, rank in self._rankings(item, vector):
+            tick = time.perf_counter()
+            orders[name] = (index, rank())
+            self.timings[f"{name} (rank)"].append((time.perf_counter() - tick) * 1000)
+        return orders
+
+    def _rankings(
+        self, item: PreparedQuery, vector: np.ndarray | None
+    ) -> list[tuple[str, Ranked, Callable[[], Order]]]:
+        """(method, its index, how it ranks this query) for the ranking methods that run; the
+        ones that need the query's vector only when there is one."""
+        flat, text, within = self.rankers.flat, item.text, item.within
+        rankings: list[tuple[str, Ranked, Callable[[], Order]]] = []
+        if flat is not None and "bm25" in self.methods:
+            rankings.append(("bm25", flat, lambda: flat.bm25_order(text, within)))
+        if vector is None:
+            return rankings
+        if flat is not None and "dense" in self.methods:
+            rankings.append(("dense", flat, lambda: flat.dense_order(vector, within)))
+        for name, peer in self.rankers.peers.items():
+            rankings.append((name, peer, partial(peer.hybrid_order, text, vector, within)))
+        parent_child = self.rankers.parent_child
+        if parent_child is not None:
+            rankings.append((PARENT_CHILD, parent_child, partial(parent_child.order, text, vector, within)))
+        return rankings
+
+    def _engine(self, item: PreparedQuery, mode: str, budget: int) -> None:
+        cell = self.cells[mode, budget]
+        tick = time.perf_counter()
+        try:
+            result = _engine_retrieve(
+                item.text, budget, mode, self.collection, documents=self._documents(item.within)
+            )
+        except RetrievalInputError as error:  # counted, scored as nothing found
+            cell.errors += 1
+            self.say(f"{mode} query {item.query.query_id} at {budget}: {error}")
+            _record(cell, item, Retrieved([], set(), 0))
+            return
+        self.timings[mode].append((time.perf_counter() - tick) * 1000)
+        for stage, ms in result.timings_ms.items():
+            self.stages[mode][stage].append(float(ms))
+        cell.routing[str(result.routing)] += 1
+        retrieved = Retrieved(
+            [chunk.text for chunk in result.chunks],
+            {self.pk_to_doc.get(chunk.document_id) for chunk in result.chunks},
+            int(result.total_tokens),
+        )
+        _record(cell, item, retrieved, self.match)
+
+    def _documents(self, within: Any) -> list[int] | None:
+        """The engine's filter for a scoped query: its document's pk."""
+        return [self._doc_to_pk[within]] if within is not None else None
+
+    @cached_property
+    def _doc_to_pk(self) -> dict[Any, int]:
+        return {doc: pk for pk, doc in self.pk_to_doc.items() if doc is not None}
+
+
+def _holds_a_reference(leaf: tuple[Any, str, int], item: PreparedQuery) -> bool:
+    """Whether the leaf is in the query's scope and holds one of its reference sentences."""
+    if item.within is not None and leaf[0] != item.within:
+        return False
+    return any(s in leaf[1] for reference in item.sentences for s in reference)
+
+
 def _run_methods(
     prepared: Sequence[PreparedQuery],
     *,
@@ -533,162 +899,27 @@ def _run_methods(
     say: Log,
     match: Match = _exact,
 ) -> tuple[dict[tuple[str, int], Cell], dict[str, Any]]:
-    cells: dict[tuple[str, int], Cell] = defaultdict(Cell)
-    timings: dict[str, list[float]] = defaultdict(list)
-    stages: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    doc_to_pk = {doc: pk for pk, doc in pk_to_doc.items() if doc is not None}
-
-    matched = _matched(contents, match)
-    documents_whole = list(matched.values())
-    corpus_tokens = 0
-    document_tokens: dict[Any, int] = {}
-    if "ceiling" in methods:
-        document_tokens = {doc: count_tokens(text) for doc, text in matched.items()}
-        corpus_tokens = sum(document_tokens.values())
-    leaves: list[tuple[Any, str, int]] = (
-        [(doc, match(text), tokens) for doc, text, tokens in _leaves(collection, pk_to_doc)]
-        if "oracle" in methods
-        else []
+    run = _MethodRun(
+        methods=methods,
+        budgets=budgets,
+        corpus=_corpus_for(methods, contents, collection, pk_to_doc, match),
+        rankers=_rankers_for(
+            prepared, methods=methods, contents=contents, collection=collection, pk_to_doc=pk_to_doc, say=say
+        ),
+        collection=collection,
+        pk_to_doc=pk_to_doc,
+        say=say,
+        match=match,
     )
-
-    cache_dir = Path(settings.DATA_DIR) / "bench-cache"
-    needs_vectors = any(m in methods for m in ("dense", *PEER_METHODS))
-    embedder = get_embedder() if needs_vectors else None
-    query_vectors = (
-        baselines.cached_embeddings(
-            embedder, [item.text for item in prepared], kind="query", cache_dir=cache_dir, log=say
-        )
-        if embedder is not None
-        else None
-    )
-
-    def chunk_index(size: int, overlap: int, *, lexical: bool, dense: bool) -> ChunkIndex:
-        chunks = baselines.chunk_documents(contents.items(), size, overlap)
-        say(f"{len(chunks)} chunks of <= {size} tokens, {overlap} overlapping")
-        texts = [chunk.text for chunk in chunks]
-        vectors = None
-        if dense and embedder is not None:
-            vectors = baselines.cached_embeddings(
-                embedder, texts, kind="passage", cache_dir=cache_dir, log=say
-            )
-        return ChunkIndex(
-            texts=texts, owners=[chunk.document for chunk in chunks],
-            token_counts=[chunk.token_count for chunk in chunks], vectors=vectors, lexical=lexical,
-        )  # fmt: skip
-
-    flat = None
-    if any(method in methods for method in BASELINE_METHODS):
-        flat = chunk_index(baselines.CHUNK_TOKENS, 0, lexical="bm25" in methods, dense="dense" in methods)
-    peers = {
-        name: chunk_index(peer.chunk_tokens, peer.overlap_tokens, lexical=True, dense=True)
-        for name, peer in baselines.PEERS.items()
-        if name in methods
-    }
-    parent_child = (
-        _parent_child(collection, pk_to_doc, embedder=embedder) if PARENT_CHILD in methods else None
-    )
-
-    def ranked(index: ChunkIndex | ParentChild, order: Sequence[int] | np.ndarray) -> dict[int, Retrieved]:
-        """What packing ``order`` gives at each budget."""
-        items = index.items if isinstance(index, ParentChild) else index
-        inside = index.items.inside if isinstance(index, ParentChild) else None
-        out = {}
-        for budget in budgets:
-            picked = baselines.pack_ranked(order, items.token_counts, budget, inside=inside)
-            out[budget] = Retrieved(
-                [items.texts[i] for i in picked],
-                {items.owners[i] for i in picked},
-                sum(items.token_counts[i] for i in picked),
-            )
-        return out
-
-    engine_modes = [method for method in methods if method in ENGINE_MODES]
-    if engine_modes:
+    if run.engine_modes:
         get_embedder().embed_query("warm up")  # the model's load time is not query latency
+    vectors = run.rankers.query_vectors
     started = time.perf_counter()
     for number, item in enumerate(prepared, 1):
-        within = item.within
-        vector = query_vectors[number - 1] if query_vectors is not None else None
-        if "ceiling" in methods:
-            if within is None:
-                whole = Retrieved(documents_whole, set(contents), corpus_tokens)
-            else:
-                whole = Retrieved([matched[within]], {within}, document_tokens[within])
-            whole_score = score_sentences(item.sentences, whole.texts)  # the same at every budget
-            for budget in budgets:
-                _record(cells["ceiling", budget], item, whole, score=whole_score)
-        if "oracle" in methods:
-            useful = [
-                leaf
-                for leaf in leaves
-                if (within is None or leaf[0] == within)
-                and any(s in leaf[1] for reference in item.sentences for s in reference)
-            ]
-            useful.sort(key=lambda leaf: leaf[2])
-            for budget in budgets:
-                picked = [
-                    useful[index]
-                    for index in baselines.pack_ranked(range(len(useful)), [u[2] for u in useful], budget)
-                ]
-                _record(
-                    cells["oracle", budget],
-                    item,
-                    Retrieved([p[1] for p in picked], {p[0] for p in picked}, sum(p[2] for p in picked)),
-                )
-        orders: dict[str, tuple[ChunkIndex | ParentChild, Sequence[int] | np.ndarray]] = {}
-        if flat is not None and "bm25" in methods:
-            tick = time.perf_counter()
-            orders["bm25"] = (flat, flat.bm25_order(item.text, within))
-            timings["bm25 (rank)"].append((time.perf_counter() - tick) * 1000)
-        if flat is not None and "dense" in methods and vector is not None:
-            tick = time.perf_counter()
-            orders["dense"] = (flat, flat.dense_order(vector, within))
-            timings["dense (rank)"].append((time.perf_counter() - tick) * 1000)
-        for name, peer in peers.items():
-            if vector is not None:
-                tick = time.perf_counter()
-                orders[name] = (peer, peer.hybrid_order(item.text, vector, within))
-                timings[f"{name} (rank)"].append((time.perf_counter() - tick) * 1000)
-        if parent_child is not None and vector is not None:
-            tick = time.perf_counter()
-            orders[PARENT_CHILD] = (parent_child, parent_child.order(item.text, vector, within))
-            timings[f"{PARENT_CHILD} (rank)"].append((time.perf_counter() - tick) * 1000)
-        for name, (index, order) in orders.items():
-            for budget, retrieved in ranked(index, order).items():
-                _record(cells[name, budget], item, retrieved, match)
-        for mode in engine_modes:
-            for budget in budgets:
-                cell = cells[mode, budget]
-                tick = time.perf_counter()
-                try:
-                    result = _engine_retrieve(
-                        item.text, budget, mode, collection,
-                        documents=[doc_to_pk[within]] if within is not None else None,
-                    )  # fmt: skip
-                except RetrievalInputError as error:  # counted, scored as nothing found
-                    cell.errors += 1
-                    say(f"{mode} query {item.query.query_id} at {budget}: {error}")
-                    _record(cell, item, Retrieved([], set(), 0))
-                    continue
-                timings[mode].append((time.perf_counter() - tick) * 1000)
-                for stage, ms in result.timings_ms.items():
-                    stages[mode][stage].append(float(ms))
-                cell.routing[str(result.routing)] += 1
-                retrieved = Retrieved(
-                    [chunk.text for chunk in result.chunks],
-                    {pk_to_doc.get(chunk.document_id) for chunk in result.chunks},
-                    int(result.total_tokens),
-                )
-                _record(cell, item, retrieved, match)
+        run.score(item, vectors[number - 1] if vectors is not None else None)
         if number % 25 == 0 or number == len(prepared):
             say(f"queries {number}/{len(prepared)} ({time.perf_counter() - started:.0f} s)")
-
-    latency: dict[str, Any] = {name: _percentiles(values) for name, values in timings.items()}
-    for mode, by_stage in stages.items():
-        latency[f"{mode} (server stages)"] = {
-            stage: _percentiles(values) for stage, values in by_stage.items()
-        }
-    return cells, latency
+    return run.cells, run.latency()
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float]:
@@ -735,14 +966,26 @@ def _leaves(collection: Collection | None, pk_to_doc: dict[int, Any]) -> list[tu
 def _parent_child(collection: Collection | None, pk_to_doc: dict[int, Any], *, embedder: Any) -> ParentChild:
     """``parent-child`` over the collection's tree: its leaves with the vectors the engine stored
     for them (the same model), each leaf's parent section (None under the root) as its text."""
-    texts: list[str] = []
-    owners: list[Any] = []
-    tokens: list[int] = []
-    vectors: list[np.ndarray] = []
-    parent_of: list[int | None] = []
-    parents: list[tuple[str, int]] = []
-    dimensions = int(embedder.dimensions) if embedder is not None else 0
+    tree = _TreeLeaves(int(embedder.dimensions) if embedder is not None else 0)
     for document in document_list(user=None, collection=collection).order_by("pk") if collection else []:
+        tree.add(document, pk_to_doc.get(document.pk))
+    return tree.parent_child()
+
+
+@dataclass
+class _TreeLeaves:
+    """The leaves of a collection's documents, gathered for ``parent-child``: each leaf's text,
+    owner, tokens and vector, and the place of its parent section in ``parents``."""
+
+    dimensions: int
+    texts: list[str] = field(default_factory=list)
+    owners: list[Any] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    vectors: list[np.ndarray] = field(default_factory=list)
+    parent_of: list[int | None] = field(default_factory=list)
+    parents: list[tuple[str, int]] = field(default_factory=list)
+
+    def add(self, document: Any, owner: Any) -> None:
         nodes = list(
             document_nodes(document=document).values_list(
                 "pk", "parent_id", "kind", "start_char", "end_char", "content", "token_count", "embedding"
@@ -751,23 +994,29 @@ def _parent_child(collection: Collection | None, pk_to_doc: dict[int, Any], *, e
         spans = {pk: (kind, start, end) for pk, _, kind, start, end, *_ in nodes}
         place: dict[int, int] = {}  # parent node pk -> its place in ``parents``
         for _, parent, kind, _, _, content, count, embedding in nodes:
-            if kind == LEAF:
-                if parent is not None and spans[parent][0] != ROOT and parent not in place:
-                    text = document.content[spans[parent][1] : spans[parent][2]]
-                    place[parent] = len(parents)
-                    parents.append((text, count_tokens(text)))
-                texts.append(content)
-                owners.append(pk_to_doc.get(document.pk))
-                tokens.append(count or count_tokens(content))
-                vectors.append(
-                    np.asarray(embedding, dtype=np.float32)
-                    if embedding is not None
-                    else np.zeros(dimensions, dtype=np.float32)
-                )
-                parent_of.append(place.get(parent) if parent is not None else None)
-    matrix = np.stack(vectors) if vectors else np.zeros((0, dimensions), dtype=np.float32)
-    leaves = ChunkIndex(texts=texts, owners=owners, token_counts=tokens, vectors=matrix)
-    return ParentChild(leaves, parent_of, parents)
+            if kind != LEAF:
+                continue
+            if parent is not None and spans[parent][0] != ROOT and parent not in place:
+                _kind, start, end = spans[parent]
+                text = document.content[start:end]
+                place[parent] = len(self.parents)
+                self.parents.append((text, count_tokens(text)))
+            self.texts.append(content)
+            self.owners.append(owner)
+            self.tokens.append(count or count_tokens(content))
+            self.vectors.append(self._vector(embedding))
+            self.parent_of.append(place.get(parent) if parent is not None else None)
+
+    def _vector(self, embedding: Any) -> np.ndarray:
+        """The stored vector; zeros for a leaf stored without one."""
+        if embedding is None:
+            return np.zeros(self.dimensions, dtype=np.float32)
+        return np.asarray(embedding, dtype=np.float32)
+
+    def parent_child(self) -> ParentChild:
+        matrix = np.stack(self.vectors) if self.vectors else np.zeros((0, self.dimensions), dtype=np.float32)
+        leaves = ChunkIndex(texts=self.texts, owners=self.owners, token_counts=self.tokens, vectors=matrix)
+        return ParentChild(leaves, self.parent_of, self.parents)
 
 
 def _record(

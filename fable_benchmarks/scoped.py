@@ -62,16 +62,28 @@ def document_names(*, domain: str, title: str, content: str) -> list[Name]:
     company's name (also without its legal suffix), a judgment's defendant, a record's patient."""
     if domain == "Contracts":
         return [Name(title, "")] if title else []
-    names: list[Name] = []
-    if domain == "Finance" and title:
-        names.append(Name(title, COMPANY))
-        short = re.sub(rf"{_LEGAL_SUFFIX}\.?$", "", title)
-        if short != title and short.strip():
-            names.append(Name(short, COMPANY))
-    elif domain == "Law" and (person := principal_person(content, "Defendant")):
-        names.append(Name(person, DEFENDANT))
-    elif domain == "Medical" and (person := principal_person(content, "Name")):
-        names.append(Name(person, PATIENT))
+    if domain == "Finance":
+        return _company_names(title)
+    if domain not in _PRINCIPALS:
+        return []
+    role, stand_in = _PRINCIPALS[domain]
+    person = principal_person(content, role)
+    return [Name(person, stand_in)] if person else []
+
+
+# The person a document of the domain is about: the label before their name, and what a query
+# asked inside the document says instead.
+_PRINCIPALS = {"Law": ("Defendant", DEFENDANT), "Medical": ("Name", PATIENT)}
+
+
+def _company_names(title: str) -> list[Name]:
+    """A company's name, and the same without its legal suffix ("Acme Mining Ltd." -> "Acme Mining")."""
+    if not title:
+        return []
+    names = [Name(title, COMPANY)]
+    short = re.sub(rf"{_LEGAL_SUFFIX}\.?$", "", title)
+    if short != title and short.strip():
+        names.append(Name(short, COMPANY))
     return names
 
 

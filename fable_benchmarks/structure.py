@@ -136,12 +136,16 @@ def _searchable(text: str, *, compact: bool, chars: list[tuple[str, int]] | None
     ``chars``: ``_normalised_chars(text)``, when already at hand."""
     kept: list[tuple[str, int]] = []
     for char, offset in _normalised_chars(text) if chars is None else chars:
-        if char == " " and (compact or not kept or kept[-1][0] == " "):
-            continue
-        kept.append((char, offset))
+        if not (char == " " and _space_left_out(kept, compact=compact)):
+            kept.append((char, offset))
     if kept and kept[-1][0] == " ":
         kept.pop()
     return _Searchable("".join(char for char, _ in kept), tuple(offset for _, offset in kept))
+
+
+def _space_left_out(kept: list[tuple[str, int]], *, compact: bool) -> bool:
+    """A space is left out when compact, at the start, or after another space."""
+    return compact or not kept or kept[-1][0] == " "
 
 
 def normalise(text: str) -> str:
@@ -179,26 +183,46 @@ def locate_headings(
     found: list[int | None] = []
     cursor = 0  # offset in the original text
     for heading in headings:
-        needles = (
-            _searchable(heading.text, compact=False).text,
-            _searchable(heading.text, compact=True).text,
-        )
-        windows: list[tuple[int, int]] = []
-        if heading.page and page_spans:
-            windows += [_page_window(heading.page, page_spans, 0), _page_window(heading.page, page_spans, 1)]
-        windows.append((0, len(text)))
-        match = None
-        for (low, high), line_start in ((window, line) for window in windows for line in (True, False)):
-            for form, needle in zip(forms, needles, strict=True):
-                match = _first_match(form, needle, text, max(low, cursor), high, line_start=line_start)
-                if match is not None:
-                    break
-            if match is not None:
-                break
+        match = _find_heading(heading, forms, text, cursor=cursor, page_spans=page_spans)
         found.append(match[0] if match else None)
         if match:
             cursor = match[1]
     return found
+
+
+def _find_heading(
+    heading: GoldHeading,
+    forms: tuple[_Searchable, _Searchable],
+    text: str,
+    *,
+    cursor: int,
+    page_spans: Sequence[tuple[int, int, int]],
+) -> tuple[int, int] | None:
+    """(start, end) of the heading's first occurrence after ``cursor``: in each window in turn, at
+    a line start first, then anywhere; whitespace kept first, then left out."""
+    needles = (
+        _searchable(heading.text, compact=False).text,
+        _searchable(heading.text, compact=True).text,
+    )
+    for (low, high), line_start in (
+        (window, line) for window in _windows(heading, page_spans, text) for line in (True, False)
+    ):
+        for form, needle in zip(forms, needles, strict=True):
+            match = _first_match(form, needle, text, max(low, cursor), high, line_start=line_start)
+            if match is not None:
+                return match
+    return None
+
+
+def _windows(
+    heading: GoldHeading, page_spans: Sequence[tuple[int, int, int]], text: str
+) -> list[tuple[int, int]]:
+    """Where to look for the heading, in turn: its page, the pages around it, the whole text."""
+    windows: list[tuple[int, int]] = []
+    if heading.page and page_spans:
+        windows += [_page_window(heading.page, page_spans, 0), _page_window(heading.page, page_spans, 1)]
+    windows.append((0, len(text)))
+    return windows
 
 
 def _first_match(
@@ -347,59 +371,82 @@ def score_document(
     seconds: float = 0.0,
 ) -> DocumentScore:
     """Score one document's tree (``nodes`` in pre-order, the root first) against its gold."""
-    internal = [index for index, node in enumerate(nodes) if node.kind not in (ROOT, LEAF)]
-    starts_of = {index: _content_start(text, nodes[index].start, nodes[index].end) for index in internal}
-    internal_at: dict[int, list[int]] = {}
-    for index in internal:
-        internal_at.setdefault(starts_of[index], []).append(index)
-    leaves = [node for node in nodes if node.kind == LEAF]
-    leaf_starts = [node.start for node in leaves]
-
+    tree = _Tree.of(text, nodes)
     located = locate_headings(text, gold.headings, page_spans=page_spans)
-    results: list[HeadingResult] = []
-    for heading, start in zip(gold.headings, located, strict=True):
+    results = [tree.judge(heading, start) for heading, start in zip(gold.headings, located, strict=True)]
+    heading_starts = {start for start in located if start is not None}
+    first_heading = min(heading_starts, default=len(text))
+    unheaded = tree.unheaded(heading_starts)
+    return DocumentScore(
+        name=name,
+        format=format,
+        headings=tuple(_with_levels(results, nodes)),
+        internal_nodes=len(tree.internal),
+        invented=tuple(section for section in unheaded if section.start > first_heading),
+        front_matter=tuple(section for section in unheaded if section.start < first_heading),
+        title=gold.title,
+        title_opened_section=_title_opened_section(text, gold.title, located, set(tree.internal_at)),
+        seconds=seconds,
+    )
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """A built tree as the scoring reads it: its internal nodes (sections and subsections) by
+    where their text starts, and its leaves in order."""
+
+    text: str
+    nodes: Sequence[BuiltNode]
+    internal: list[int]  # indexes into ``nodes``
+    starts_of: dict[int, int]  # internal node -> where its text starts
+    internal_at: dict[int, list[int]]  # where a text starts -> the internal nodes starting there
+    leaves: list[BuiltNode]
+    leaf_starts: list[int]
+
+    @classmethod
+    def of(cls, text: str, nodes: Sequence[BuiltNode]) -> _Tree:
+        internal = [index for index, node in enumerate(nodes) if node.kind not in (ROOT, LEAF)]
+        starts_of = {index: _content_start(text, nodes[index].start, nodes[index].end) for index in internal}
+        internal_at: dict[int, list[int]] = {}
+        for index in internal:
+            internal_at.setdefault(starts_of[index], []).append(index)
+        leaves = [node for node in nodes if node.kind == LEAF]
+        return cls(text, nodes, internal, starts_of, internal_at, leaves, [node.start for node in leaves])
+
+    def judge(self, heading: GoldHeading, start: int | None) -> HeadingResult:
+        """What the tree made of the heading located at ``start`` (levels judged apart)."""
         if start is None:
-            results.append(HeadingResult(heading, None, NOT_LOCATED))
-            continue
-        there = internal_at.get(start, [])
+            return HeadingResult(heading, None, NOT_LOCATED)
+        nodes = self.nodes
+        there = self.internal_at.get(start, [])
         carrying = [index for index in there if title_matches(nodes[index].title, heading.text)]
         if carrying:
             # The shallowest: a first subsection that starts with its section is the builder's
             # grouping under the heading, not the heading's own node.
             node = min(carrying, key=lambda index: nodes[index].depth)
-            results.append(HeadingResult(heading, start, MATCHED, node))
-        elif there:
+            return HeadingResult(heading, start, MATCHED, node)
+        if there:
             note = f"the {nodes[there[0]].kind} there is titled {nodes[there[0]].title!r}"
-            results.append(HeadingResult(heading, start, UNTITLED, note=note))
-        else:
-            leaf = leaves[bisect.bisect_right(leaf_starts, start) - 1] if leaves else None
-            inside = leaf is not None and _content_start(text, leaf.start, leaf.end) < start
-            results.append(HeadingResult(heading, start, BURIED if inside else LEAF_ONLY))
-    results = _with_levels(results, nodes)
+            return HeadingResult(heading, start, UNTITLED, note=note)
+        return HeadingResult(heading, start, BURIED if self._inside_a_leaf(start) else LEAF_ONLY)
 
-    heading_starts = {start for start in located if start is not None}
-    first_heading = min(heading_starts, default=len(text))
-    unheaded = [
-        UnheadedSection(
-            nodes[index].kind,
-            starts_of[index],
-            nodes[index].title,
-            " ".join(text[starts_of[index] : starts_of[index] + 60].split()),
-        )
-        for index in internal
-        if starts_of[index] not in heading_starts
-    ]
-    return DocumentScore(
-        name=name,
-        format=format,
-        headings=tuple(results),
-        internal_nodes=len(internal),
-        invented=tuple(section for section in unheaded if section.start > first_heading),
-        front_matter=tuple(section for section in unheaded if section.start < first_heading),
-        title=gold.title,
-        title_opened_section=_title_opened_section(text, gold.title, located, set(internal_at)),
-        seconds=seconds,
-    )
+    def _inside_a_leaf(self, start: int) -> bool:
+        """Whether ``start`` falls inside a leaf's text, past where it starts."""
+        if not self.leaves:
+            return False
+        leaf = self.leaves[bisect.bisect_right(self.leaf_starts, start) - 1]
+        return _content_start(self.text, leaf.start, leaf.end) < start
+
+    def unheaded(self, heading_starts: set[int]) -> list[UnheadedSection]:
+        """The internal nodes that start at no located heading."""
+        return [
+            self._section(index) for index in self.internal if self.starts_of[index] not in heading_starts
+        ]
+
+    def _section(self, index: int) -> UnheadedSection:
+        start = self.starts_of[index]
+        node = self.nodes[index]
+        return UnheadedSection(node.kind, start, node.title, " ".join(self.text[start : start + 60].split()))
 
 
 def _with_levels(results: list[HeadingResult], nodes: Sequence[BuiltNode]) -> list[HeadingResult]:

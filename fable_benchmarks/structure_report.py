@@ -4,11 +4,11 @@ missed, buried, misplaced and invented (pure, no Django)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fable_benchmarks.structure import BURIED, FORMATS, MATCHED, UNTITLED, DocumentScore
+from fable_benchmarks.structure import BURIED, FORMATS, MATCHED, UNTITLED, DocumentScore, HeadingResult
 
 TARGETS = "recall ≥ 95 %, level agreement ≥ 95 %, buried ≤ 1 %, invented ≤ 5 % of sections"
 
@@ -56,17 +56,21 @@ def _row(name: str, scores: list[DocumentScore]) -> FormatRow:
     return FormatRow(
         format=name,
         documents=len(scores),
-        gold=sum(len(score.headings) for score in scores),
-        located=sum(score.located for score in scores),
-        matched=sum(score.count(MATCHED) for score in scores),
-        level_agreed=sum(score.level_agreed for score in scores),
-        buried=sum(score.count(BURIED) for score in scores),
-        internal_nodes=sum(score.internal_nodes for score in scores),
-        invented=sum(len(score.invented) for score in scores),
-        titles=sum(1 for score in scores if score.title_opened_section is not None),
-        titles_as_sections=sum(1 for score in scores if score.title_opened_section),
+        gold=_total(scores, lambda score: len(score.headings)),
+        located=_total(scores, lambda score: score.located),
+        matched=_total(scores, lambda score: score.count(MATCHED)),
+        level_agreed=_total(scores, lambda score: score.level_agreed),
+        buried=_total(scores, lambda score: score.count(BURIED)),
+        internal_nodes=_total(scores, lambda score: score.internal_nodes),
+        invented=_total(scores, lambda score: len(score.invented)),
+        titles=_total(scores, lambda score: score.title_opened_section is not None),
+        titles_as_sections=_total(scores, lambda score: bool(score.title_opened_section)),
         seconds=round(sum(score.seconds for score in scores), 1),
     )
+
+
+def _total(scores: list[DocumentScore], count: Callable[[DocumentScore], int]) -> int:
+    return sum(count(score) for score in scores)
 
 
 def _cell(part: int, whole: int) -> str:
@@ -100,27 +104,37 @@ def format_details(scores: Iterable[DocumentScore]) -> str:
     parent; invented sections; a title line that opened a section."""
     out: list[str] = []
     for score in scores:
-        matched = score.count(MATCHED)
-        out += [
-            "",
-            f"### {score.format}: {score.name}",
-            f"recall {matched}/{score.located}, level {score.level_agreed}/{matched}, "
-            f"buried {score.count(BURIED)}, invented {len(score.invented)}/{score.internal_nodes}, "
-            f"{score.seconds:.1f} s",
-        ]
-        for result in score.headings:
-            label = f"{result.heading.text!r} (level {result.heading.level}"
-            label += f", page {result.heading.page})" if result.heading.page else ")"
-            if result.status == MATCHED and result.level_agrees is False:
-                out.append(f"- wrong level: {label} {result.note}")
-            elif result.status == UNTITLED:
-                out.append(f"- missed: {label}: {result.note}")
-            elif result.status != MATCHED:
-                out.append(f"- {result.status}: {label}")
-        for section in score.invented:
-            out.append(f"- invented {section.kind} {section.title!r} at {section.start}: {section.opening!r}")
-        for section in score.front_matter:
-            out.append(f"- front matter (not counted): {section.kind} {section.title!r}: {section.opening!r}")
-        if score.title_opened_section:
-            out.append(f"- the title line {score.title!r} opened a section")
+        out += _document_details(score)
     return "\n".join(out) + "\n"
+
+
+def _document_details(score: DocumentScore) -> list[str]:
+    matched = score.count(MATCHED)
+    out = [
+        "",
+        f"### {score.format}: {score.name}",
+        f"recall {matched}/{score.located}, level {score.level_agreed}/{matched}, "
+        f"buried {score.count(BURIED)}, invented {len(score.invented)}/{score.internal_nodes}, "
+        f"{score.seconds:.1f} s",
+    ]
+    out += [line for line in map(_heading_problem, score.headings) if line is not None]
+    for section in score.invented:
+        out.append(f"- invented {section.kind} {section.title!r} at {section.start}: {section.opening!r}")
+    for section in score.front_matter:
+        out.append(f"- front matter (not counted): {section.kind} {section.title!r}: {section.opening!r}")
+    if score.title_opened_section:
+        out.append(f"- the title line {score.title!r} opened a section")
+    return out
+
+
+def _heading_problem(result: HeadingResult) -> str | None:
+    """What went wrong with one gold heading; None when nothing did."""
+    label = f"{result.heading.text!r} (level {result.heading.level}"
+    label += f", page {result.heading.page})" if result.heading.page else ")"
+    if result.status == MATCHED and result.level_agrees is False:
+        return f"- wrong level: {label} {result.note}"
+    if result.status == UNTITLED:
+        return f"- missed: {label}: {result.note}"
+    if result.status != MATCHED:
+        return f"- {result.status}: {label}"
+    return None
