@@ -39,6 +39,8 @@ from retrieval.paths.llm_outline import (
 from retrieval.paths.vector import ScoredNodeRow
 
 __all__ = [  # the outlines are built in ``llm_outline``; named here too, beside the prompts
+    "ANSWER_MAX_TOKENS",
+    "NAVIGATE_MAX_PICKS",
     "NAVIGATE_SCHEMA",
     "SELECT_SCHEMA",
     "LLMAnswerError",
@@ -46,6 +48,7 @@ __all__ = [  # the outlines are built in ``llm_outline``; named here too, beside
     "LLMScores",
     "Outline",
     "OutlineEntry",
+    "answer_allowance",
     "build_outline",
     "internal_outline_entries",
     "llm_navigate",
@@ -64,6 +67,12 @@ SELECT_LINE_TOKENS = 80  # one outline line for LLMselect: a title and the start
 NAVIGATE_LINE_TOKENS = 60  # LLMnavigate shows more nodes, each more briefly
 NAVIGATE_MAX_PICKS = 12
 LEAF_EXCERPT_WORDS = 40  # a leaf in the LLMnavigate outline: its opening words
+# The answer's length bound: room for every item the step may name, pretty-printed by a model whose
+# tokenizer splits ids digit by digit (about 30 tokens an item), and no more. A weak model that
+# rambles past it is cut off there (its answer then fails as invalid JSON and the vector paths
+# carry the query) instead of running on to a long bound: on a CPU each answer token is time.
+ANSWER_BASE_TOKENS = 48
+ANSWER_ITEM_TOKENS = 32
 ANSWER_MAX_TOKENS = 1500
 # LLMselect's share of one query's prompt allowance; LLMnavigate gets the rest. Navigation reads
 # the selected documents node by node and gains most from room; selection reads shallow tables
@@ -239,12 +248,18 @@ def ask_for_scores(
     purpose: str,
     key: str,
     offered: Collection[int],
+    most_picks: int,
 ) -> LLMPathOutcome:
-    """One LLM call; never raises: a failure comes back as ``error`` for the caller to report."""
+    """One LLM call for at most ``most_picks`` scored ids; never raises: a failure comes back as
+    ``error`` for the caller to report."""
     size = count_chat_tokens(messages)
     try:
         result = client.complete_json(
-            messages, schema=schema, schema_name=schema_name, purpose=purpose, max_tokens=ANSWER_MAX_TOKENS
+            messages,
+            schema=schema,
+            schema_name=schema_name,
+            purpose=purpose,
+            max_tokens=answer_allowance(most_picks),
         )
     except LLMOutputError as exc:
         return LLMPathOutcome(scores={}, usage=LLMUsage.of(exc), prompt_tokens=size, error=str(exc))
@@ -269,6 +284,11 @@ def ask_for_scores(
     return LLMPathOutcome(
         scores=parsed.scores, dropped_ids=parsed.dropped_ids, usage=usage, prompt_tokens=size
     )
+
+
+def answer_allowance(most_picks: int) -> int:
+    """The answer tokens a step asks for when it may name ``most_picks`` ids."""
+    return min(ANSWER_MAX_TOKENS, ANSWER_BASE_TOKENS + ANSWER_ITEM_TOKENS * max(1, most_picks))
 
 
 # -- prompt caps ---------------------------------------------------------------------------------
@@ -343,6 +363,7 @@ def llm_select(
         purpose="LLMselect",
         key="documents",
         offered=set(outline.document_ids),
+        most_picks=len(outline.document_ids),
     )
     return outcome, outline
 
@@ -399,6 +420,7 @@ def llm_navigate(
         purpose="LLMnavigate",
         key="nodes",
         offered=outline.node_ids,
+        most_picks=min(NAVIGATE_MAX_PICKS, len(outline.node_ids)),
     )
     return outcome, outline
 

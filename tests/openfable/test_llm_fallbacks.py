@@ -149,6 +149,7 @@ def test_invented_ids_and_a_wrong_shape_are_counted(scripted_openai: ScriptedOpe
             purpose="LLMnavigate",
             key="nodes",
             offered={7, 8},
+            most_picks=2,
         )
 
     good, bad = navigate(), navigate()

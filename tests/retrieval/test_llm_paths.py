@@ -7,6 +7,7 @@ OpenAI-compatible server, with Django settings pointing the LLM client at it.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -15,10 +16,13 @@ from pytest_django.fixtures import Settings as SettingsWrapper
 from openfable.llm import Fallback, LLMClient, counts_since, fallback_counts, import_litellm
 from openfable.token_counting import count_tokens
 from retrieval.paths.llm import (
+    ANSWER_MAX_TOKENS,
+    NAVIGATE_MAX_PICKS,
     NAVIGATE_SCHEMA,
     SELECT_SCHEMA,
     LLMAnswerError,
     OutlineEntry,
+    answer_allowance,
     build_outline,
     navigate_messages,
     parse_scores,
@@ -214,6 +218,13 @@ def test_bipath_uses_both_llm_paths_and_packs_the_llm_choice_first(
     assert "Seismometers" not in _prompt(select_request)  # LLMselect reads the shallow outline only
     assert f"[node {lava}] (leaf," in _prompt(navigate_request)
     assert MONITORING_QUERY in _prompt(navigate_request)
+    # Each answer may run only as long as naming what it may pick takes: every document shown to
+    # LLMselect, at most NAVIGATE_MAX_PICKS nodes to LLMnavigate.
+    shown = len(re.findall(r"<document id=\d+>", _prompt(select_request)))
+    assert select_request["max_tokens"] == answer_allowance(shown) < ANSWER_MAX_TOKENS
+    nodes_shown = len(re.findall(r"\[node \d+\]", _prompt(navigate_request)))
+    assert navigate_request["max_tokens"] == answer_allowance(min(NAVIGATE_MAX_PICKS, nodes_shown))
+    assert navigate_request["max_tokens"] < ANSWER_MAX_TOKENS
 
 
 def test_invented_ids_are_dropped_and_counted(llm: ScriptedOpenAIServer, corpus: Corpus) -> None:  # noqa: F811
