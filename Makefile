@@ -33,14 +33,18 @@ system-deps:
 # WORKERS=0 runs them in this one process. Tests of one xdist_group run in the same worker (the
 # real_llm tests: one local model server, not one per worker).
 WORKERS ?= 2
+FAULT_WORKERS ?= $(if $(filter 0,$(WORKERS)),0,3)
 PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
 
 # The fault tests start whole stacks (workers, brokers, a database they stop) that beat into and
 # watch the test database: they run as a phase of their own, after the rest, so no other test's
-# worker is alive beside them. Exit status 5 is "no test selected" (a PYTEST_ARGS naming other tests).
+# worker is alive beside them. They mostly wait on the processes they start (the 2-minute broker
+# load test alone holds one worker for most of the phase), so FAULT_WORKERS runs one more at once.
+# Exit status 5 is "no test selected" (a PYTEST_ARGS naming other tests).
 test: $(BIN)/.installed system-deps
-	for phase in "not faults" faults; do \
-		$(PYTEST) -m "$$phase" $(PYTEST_ARGS); status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit $$status; \
+	for phase in "not faults:$(WORKERS)" "faults:$(FAULT_WORKERS)"; do \
+		$(BIN)/python -m pytest -n $${phase##*:} --dist loadgroup -m "$${phase%:*}" $(PYTEST_ARGS); \
+		status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit $$status; \
 	done
 
 # The edit loop: everything but the browser, fault and slow tests (real model loads, workers).
