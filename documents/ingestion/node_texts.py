@@ -449,5 +449,5 @@ def _capitalised_kind(line: str) -> str:
     ("SERVICE AGREEMENT This Agreement is entered into ..."), else ""."""
     caps = re.match(r"^(?:[A-Z][A-Z&,'-]+\s+){1,7}[A-Z][A-Z&'-]+\b", line)
     if caps and _DOCUMENT_KIND.search(caps.group()):
-        return caps.group()
+        return clean_title(caps.group())  # eight long capitalised words can pass TITLE_CHARS
     return ""

@@ -484,11 +484,6 @@ def test_first_line_title_is_empty_without_a_title_line(text: str) -> None:
     assert first_line_title(text) == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="first_line_title returns the capitalised opening of a long first line without "
-    "clean_title/shorten, so it can pass TITLE_CHARS",
-)
 def test_first_line_title_stays_within_the_title_limit() -> None:
     text = (
         "INTERNATIONAL TELECOMMUNICATIONS INFRASTRUCTURE INTERCONNECTION AND INTEROPERABILITY "
