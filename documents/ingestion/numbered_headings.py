@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from documents.ingestion.heading_titles import Heading, clean_title, is_titleish, word_set
@@ -657,20 +657,30 @@ def drop_tables_of_contents(candidates: list[Heading]) -> list[Heading]:
 
 
 def _drop_close_runs(candidates: list[Heading]) -> list[Heading]:
-    close = [
-        index + 1 < len(candidates) and candidates[index + 1].start - c.start < _TOC_GAP_CHARS
-        for index, c in enumerate(candidates)
-    ]
     drop: set[int] = set()
-    run_start = 0
-    for index in range(len(candidates) + 1):
-        if index < len(candidates) and close[index]:
-            continue
-        run = candidates[run_start : index + 1]
-        if len(run) >= _TOC_RUN and _listed_again(run, candidates[index + 1 :]):
-            drop.update(range(run_start, index + 1))
-        run_start = index + 1
+    for run in _close_runs(candidates):
+        members = [candidates[index] for index in run]
+        if len(run) >= _TOC_RUN and _listed_again(members, candidates[run[-1] + 1 :]):
+            drop.update(run)
     return [c for index, c in enumerate(candidates) if index not in drop]
+
+
+def _close_runs(candidates: list[Heading]) -> Iterator[list[int]]:
+    """Runs of candidate indexes, each candidate within ``_TOC_GAP_CHARS`` of the one before. A
+    number the run has listed already starts a new run: that is the body's first heading, right
+    after its table of contents ("... 4. Warranty 5" then "1. Scope")."""
+    run: list[int] = []
+    listed: set[tuple[int, ...]] = set()
+    for index, candidate in enumerate(candidates):
+        far = bool(run) and candidate.start - candidates[run[-1]].start >= _TOC_GAP_CHARS
+        if far or (candidate.path and candidate.path in listed):
+            yield run
+            run, listed = [], set()
+        run.append(index)
+        if candidate.path:
+            listed.add(candidate.path)
+    if run:
+        yield run
 
 
 def _listed_again(run: list[Heading], later: list[Heading]) -> bool:

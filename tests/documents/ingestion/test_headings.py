@@ -286,11 +286,6 @@ def test_table_of_contents_lines_are_dropped_and_the_body_headings_kept() -> Non
     assert all(h.start > len(contents) for h in headings)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_drop_tables_of_contents drops the whole run of close candidates, and the first body "
-    "heading within 80 characters of the last contents line belongs to that run",
-)
 def test_the_first_heading_right_after_a_table_of_contents_is_kept() -> None:
     contents = "CONTENTS\n1. Scope 2\n2. Price 3\n3. Delivery 4\n4. Warranty 5\n\n"
     names = ["Scope", "Price", "Delivery", "Warranty"]
