@@ -41,6 +41,11 @@ _EMBED_GROUP_BLOCKS = 16
 # text without punctuation) is cut at whitespace; shorter long sentences stay whole in one leaf.
 _RUNAWAY_FACTOR = 4
 
+# A running page header or footer: a line of at most this many characters that the document
+# repeats at least this often, numbers aside (each page's "Page 3 of 12", a filing's source line).
+_FURNITURE_CHARS = 120
+_FURNITURE_REPEATS = 3
+
 
 @dataclass(frozen=True)
 class LeafParams:
@@ -101,15 +106,15 @@ def make_units(
 
 
 def _absorb_junk(text: str, units: list[TextUnit], heading_at: dict[int, Heading]) -> list[TextUnit]:
-    """Glue rules ("---") and page numbers to the unit before them (the first ones to the next),
-    so they never make a leaf of their own nor a similarity dip that attracts a cut."""
+    """Glue rules ("---"), page numbers and running page headers and footers to the unit before
+    them (the first ones to the next), so they never make a leaf of their own nor a similarity
+    dip that attracts a cut."""
+    furniture = _page_furniture(text, units, heading_at)
     kept: list[TextUnit] = []
     pending: TextUnit | None = None
     for unit in units:
-        piece = text[unit.start : unit.end]
         junk = unit.start not in heading_at and (
-            not any(char.isalnum() for char in piece)
-            or (len(piece) <= 8 and not any(c.isalpha() for c in piece))
+            unit.start in furniture or _no_words(text[unit.start : unit.end])
         )
         if junk and kept:
             kept[-1].end, kept[-1].tokens = unit.end, kept[-1].tokens + unit.tokens
@@ -127,6 +132,30 @@ def _absorb_junk(text: str, units: list[TextUnit], heading_at: dict[int, Heading
     if pending is not None:
         kept.append(pending)
     return kept
+
+
+def _no_words(piece: str) -> bool:
+    """A rule ("---"), or a page number ("12", "- 3 -")."""
+    return not any(char.isalnum() for char in piece) or (
+        len(piece) <= 8 and not any(char.isalpha() for char in piece)
+    )
+
+
+def _page_furniture(text: str, units: list[TextUnit], heading_at: dict[int, Heading]) -> set[int]:
+    """Starts of the units that are a running page header or footer: a short line, no heading,
+    that comes again and again with only its numbers changed ("Source: ACME INC, 8-K, 6/17/2019",
+    "Page 3 of 12"). A passage of its own, it is evidence of nothing and its vector matches no
+    question; glued to its neighbour it costs a few tokens there."""
+    starts_by_line: dict[str, list[int]] = {}
+    for unit in units:
+        piece = text[unit.start : unit.end].strip()
+        if unit.start in heading_at or len(piece) > _FURNITURE_CHARS or "\n" in piece:
+            continue
+        line = re.sub(r"\d+", "0", " ".join(piece.split()))
+        starts_by_line.setdefault(line, []).append(unit.start)
+    return {
+        start for starts in starts_by_line.values() if len(starts) >= _FURNITURE_REPEATS for start in starts
+    }
 
 
 def _unit_pieces(

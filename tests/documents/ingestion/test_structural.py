@@ -437,6 +437,24 @@ def test_runaway_sentence_is_cut_at_whitespace_and_ordinary_long_ones_are_not() 
     assert all(chunk.endswith((" ", "\n")) or chunk is chunks[-1] for chunk in runaway_chunks)
 
 
+def test_a_running_page_footer_is_never_a_passage_of_its_own() -> None:
+    # A filing's source line closes every page of the text, its date aside; once a paragraph
+    # ends a page it stood alone, a passage that matched no question.
+    pages = [
+        f"{n}. Clause {n}.\n\nThe supplier shall deliver lot {n} of the pumps within {n + 3} days of the "
+        f"order, and a late lot costs {n} percent of its price for each week of delay.\n\n"
+        f"Source: ACME HOLDINGS INC, 8-K, 6/{n}/2019\n\n\n"
+        for n in range(1, 6)
+    ]
+    text = "".join(pages)
+    root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens)
+    check_tree(root, text)
+    chunks = [text[leaf.start_char : leaf.end_char].strip() for leaf in root.leaves()]
+    assert not [chunk for chunk in chunks if chunk.startswith("Source:")], chunks
+    assert sum("Source: ACME" in chunk for chunk in chunks) == 5  # still there, inside a passage
+    assert [section.title for section in _sections(root)] == [f"{n}. Clause {n}" for n in range(1, 6)]
+
+
 def test_blank_text_gets_a_single_leaf() -> None:
     for text in ("", "  \n\t "):
         root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens)
