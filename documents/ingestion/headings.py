@@ -159,6 +159,8 @@ def _read_font_line(line: _Line, finds: _LineFinds) -> bool:
     if not atx or line.content_start not in line.font_heading_starts:
         return False
     content_start = line.content_start
+    if content_start in finds.claimed:
+        return True  # "SCHEDULE 3" / "JURISDICTIONS ...": the title of the attachment above it
     if _over_a_signature(line.next_line):
         finds.claimed.add(content_start)  # "ACME CORPORATION" in bold above "By: ____"
         return True

@@ -93,6 +93,14 @@ _MAX_HEADING_WORDS = 15
 _LARGER = 1.15  # a heading's font is at least this many times the body's
 _MAX_FONT_LEVELS = 3
 _PARAGRAPH_GAP = 1.45  # line pitch past this many times the usual one starts a paragraph
+# A page with fewer line steps than this goes by the document's usual pitch too.
+_FEW_PITCHES = 12
+# A line that ends this share of the text's width before its right edge ends short.
+_SHORT_LINE_SHARE = 0.25
+# A centred line: indented by this share of the width at least (so no longer than 60 % of it),
+# its middle this close to the text's middle.
+_CENTRED_INDENT = 0.2
+_CENTRED_SLACK = 0.05
 
 
 @dataclass
@@ -113,14 +121,15 @@ def clean_pages(pages: Sequence[PdfPage], outline: Sequence[PdfBookmark]) -> lis
     per_page = [
         [Line(line.text, number, line) for line in lines] for number, lines in enumerate(kept, start=1)
     ]
+    layout = _page_layout(kept)
     for lines in per_page:
-        _mark_paragraphs(lines)
+        _mark_paragraphs(lines, layout)
     if outline:
         _mark_outline(per_page, outline)
     else:
         _mark_font_headings(per_page)
     lines = [line for page in per_page for line in page]
-    lines = _join_hyphenated(lines)
+    lines = _join_hyphenated(lines, layout)
     return [
         Block(
             text=line.text,
@@ -212,22 +221,77 @@ def _peeled(
 # -- paragraphs
 
 
-def _mark_paragraphs(lines: list[Line]) -> None:
-    """A wider gap than the page's usual line pitch, or a step back up (a new column), starts one."""
-    pitches = [
-        previous.source.middle - line.source.middle
+@dataclass(frozen=True)
+class _Layout:
+    """The document's text block and line pitch, which a page with few lines cannot tell."""
+
+    left: float  # where most lines start
+    right: float  # where full lines end
+    pitch: float  # the usual pitch of lines inside a paragraph (0: unknown)
+
+    def ends_short(self, line: TextLine) -> bool:
+        """The line stops well before the right edge: a title, a list item, a paragraph's end."""
+        return line.x1 < self.right - _SHORT_LINE_SHARE * (self.right - self.left)
+
+    def spaced_apart(self, previous: TextLine, line: TextLine) -> bool:
+        """A wider gap than the document's usual pitch after a line that ends short (a title, a
+        list item) or a table's row; not inside a centred block set in one weight (a title over
+        two lines, the parties on a cover page)."""
+        if self.pitch <= 0 or previous.middle - line.middle <= _PARAGRAPH_GAP * self.pitch:
+            return False
+        one_block = self.centred(previous) and self.centred(line) and previous.bold == line.bold
+        return not one_block and (self.ends_short(previous) or len(previous.segments) > 1)
+
+    def centred(self, line: TextLine) -> bool:
+        """Well apart from both edges, in the middle of the text block: a title, not prose (an
+        indented paragraph's last line may fall in the middle too, but it is a long one)."""
+        width = self.right - self.left
+        middle = (line.x0 + line.x1) / 2
+        return line.x0 - self.left > _CENTRED_INDENT * width and abs(
+            middle - (self.left + self.right) / 2
+        ) < (_CENTRED_SLACK * width)
+
+
+def _page_layout(pages: Sequence[Sequence[TextLine]]) -> _Layout:
+    lines = [line for page in pages for line in page]
+    if not lines:
+        return _Layout(0.0, 0.0, 0.0)
+    starts = sorted(line.x0 for line in lines)
+    ends = sorted(line.x1 for line in lines)
+    pitch = _usual_pitch([pitch for page in pages for pitch in _pitches(page)])
+    return _Layout(starts[len(starts) // 10], ends[len(ends) * 9 // 10], pitch)
+
+
+def _pitches(lines: Sequence[TextLine]) -> list[float]:
+    """The vertical steps between neighbouring lines that may be lines of one paragraph."""
+    return [
+        previous.middle - line.middle
         for previous, line in itertools.pairwise(lines)
-        if 0 < previous.source.middle - line.source.middle < 3 * max(line.source.size, 1.0)
+        if 0 < previous.middle - line.middle < 3 * max(line.size, 1.0)
     ]
+
+
+def _usual_pitch(pitches: list[float]) -> float:
     # The usual pitch is that of lines inside a paragraph: a low quantile, since on a short page
     # the gaps around headings and between paragraphs are a good share of all gaps.
-    usual = sorted(pitches)[len(pitches) // 3] if pitches else 0.0
+    return sorted(pitches)[len(pitches) // 3] if pitches else 0.0
+
+
+def _mark_paragraphs(lines: list[Line], layout: _Layout) -> None:
+    """A wider gap than the page's usual line pitch, or a step back up (a new column), starts one.
+    A page of a few lines (an attachment's title page, a short list) has no usual pitch of its
+    own to go by: there a wider gap than the document's usual pitch starts one too (``_Layout``)."""
+    pitches = _pitches([line.source for line in lines])
+    usual = _usual_pitch(pitches)
+    few = len(pitches) < _FEW_PITCHES
     for index, line in enumerate(lines):
         if index == 0:
             line.new_paragraph = True  # the page's first line; _join_pages decides across pages
             continue
-        pitch = lines[index - 1].source.middle - line.source.middle
-        line.new_paragraph = pitch <= 0 or (usual > 0 and pitch > _PARAGRAPH_GAP * usual)
+        previous = lines[index - 1].source
+        pitch = previous.middle - line.source.middle
+        spaced = few and layout.spaced_apart(previous, line.source)
+        line.new_paragraph = pitch <= 0 or (usual > 0 and pitch > _PARAGRAPH_GAP * usual) or spaced
 
 
 # -- headings
@@ -404,12 +468,13 @@ def _continues_the_title(line: Line, following: Line) -> bool:
 # -- hyphenation and page joins
 
 
-def _join_hyphenated(lines: list[Line]) -> list[Line]:
+def _join_hyphenated(lines: list[Line], layout: _Layout) -> list[Line]:
     """A word cut by a hyphen at a line end is joined: "agree-" + "ment" → "agreement", but
     "non-" + "exclusive" → "non-exclusive" (the hyphen stays where the document writes the word
     with one elsewhere, or the first half is a prefix). A page's first line continues the last
     page's paragraph unless that one was over: it ended a sentence, or its last line was a short
-    one ("Team MARKS" on a schedule's title page: the next page's "SCHEDULE 3" is no more of it)."""
+    one ("Team MARKS" on a schedule's title page: the next page's "SCHEDULE 3" is no more of it),
+    or the new page opens on a centred line (an attachment's title)."""
     words = Counter(word.lower() for line in lines for word in _WORD.findall(line.text))
     joined: list[Line] = []
     for line in lines:
@@ -418,7 +483,8 @@ def _join_hyphenated(lines: list[Line]) -> list[Line]:
             joined.append(line)
             continue
         if line.page != previous.page and not line.heading_level:
-            line.new_paragraph = _paragraph_was_over(previous)
+            # A page that opens on a centred line (an attachment's title) starts anew.
+            line.new_paragraph = _paragraph_was_over(previous) or layout.centred(line.source)
         if _continues_the_word(previous, line):
             previous.text = _hyphen_joined(previous.text, line.text, words)
             continue

@@ -222,3 +222,51 @@ def test_a_bold_heading_a_little_larger_than_the_body_is_a_heading() -> None:
     hints = [(hint.level, hint.title) for hint in extracted.headings]
     assert hints == [(1, "Annual Report"), (2, "Revenue"), (3, "Product Sales"), (3, "Services Revenue")]
     assert "### Product Sales\n\nProduct sales rose" in extracted.text
+
+
+_FULL_LINE = "the supplier shall deliver the goods to the buyer at the agreed place and the agreed"
+
+
+def _prose_page(pdf: files.FPDF, *, last: str) -> None:
+    """A page of 11 pt prose at a 13 pt pitch, full lines, the last of them ``last``."""
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    files.draw_lines(pdf, [_FULL_LINE] * 30 + [last], pitch=13)
+
+
+def _centred(pdf: files.FPDF, y: float, text: str) -> None:
+    """``text`` centred on the prose's lines (11 pt, from x = 72)."""
+    pdf.text(72 + (pdf.get_string_width(_FULL_LINE) - pdf.get_string_width(text)) / 2, y, text)
+
+
+def test_a_page_of_few_widely_spaced_lines_keeps_its_titles_apart_from_its_text() -> None:
+    """An attachment's page of a few lines set 20 pt apart has no usual pitch of its own (every
+    step is as wide): against the document's usual 13 pt, its title lines and its sentence are
+    paragraphs apart. The two centred bold title lines stay one title."""
+    pdf = files.pdf_document()
+    _prose_page(pdf, last="time.")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 11)
+    _centred(pdf, 100, "SCHEDULE 4")
+    _centred(pdf, 120, "RENDERINGS OF RIGHTS")
+    pdf.set_font("Helvetica", "", 11)
+    pdf.text(72, 140, "The attached renderings show the branded areas.")
+    pdf.text(72, 160, "Short list item")
+    pdf.text(72, 180, "Another list item")
+    text = extract(bytes(pdf.output()), filename="schedule.pdf").text
+    assert "SCHEDULE 4 RENDERINGS OF RIGHTS\n\nThe attached renderings" in text
+    assert "branded areas.\n\nShort list item\n\nAnother list item" in text
+
+
+def test_a_page_that_opens_on_a_centred_line_starts_a_paragraph() -> None:
+    """The last page's last line runs on (no period, a full line), but the next page opens on a
+    centred title: an attachment's, not the rest of that sentence."""
+    pdf = files.pdf_document()
+    _prose_page(pdf, last="the supplier shall deliver the goods to the buyer at the agreed place and the")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    _centred(pdf, 100, "Exhibit B")
+    _centred(pdf, 113, "Product Prices")
+    files.draw_lines(pdf, ["The prices of the products are those of the list below, in dollars."], top=126)
+    text = extract(bytes(pdf.output()), filename="exhibit.pdf").text
+    assert "agreed place and the\n\nExhibit B Product Prices" in text

@@ -694,3 +694,18 @@ def test_a_schedules_parts_numbered_by_a_code_are_headings_one_run_per_code() ->
     assert ranks["EXHIBIT A TRANSITION SERVICES"] < ranks["Section G1: IT Services"]
     # A mention in a sentence has no colon: no heading.
     assert sum(title.startswith("Section G1") for title in ranks) == 1
+
+
+def test_a_bold_title_under_an_attachments_label_is_its_title_not_a_part_of_it() -> None:
+    """ "SCHEDULE 3" in plain capitals, the title in bold under it: one attachment, titled by both."""
+    text = (
+        f"1. Scope\n\n{BODY} {BODY}\n\n2. Price\n\n{BODY} {BODY}\n\nSCHEDULE 3\n\n# JURISDICTIONS OF QUALIFICATION\n\n"
+        "The company is qualified in Alabama, California and Florida.\n"
+    )
+    marks = frozenset([text.index("# JURISDICTIONS")])
+    _titles, headings = detect_headings(text, font_heading_starts=marks)
+    assert [heading.title for heading in headings] == [
+        "1. Scope",
+        "2. Price",
+        "SCHEDULE 3 JURISDICTIONS OF QUALIFICATION",
+    ]
