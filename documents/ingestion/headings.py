@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from documents.ingestion.heading_titles import Heading, clean_title, is_titleish, word_set
+from documents.ingestion.heading_titles import SMALL_WORDS, Heading, clean_title, is_titleish, word_set
 from documents.ingestion.numbered_headings import (
     LINE,
     NUMBERED,
@@ -46,6 +46,9 @@ _RUN_IN_OPENERS = word_set("The This These That Each If Any All No In Such It We
 _RUN_IN_RANK = 15.75  # under the numbered levels and "A.", above "(a)"
 _RUN_IN_MINIMUM = 3
 _FONT_RANK = 0.0
+# A numbered font line of at most this many words, none of a sentence's, is titled by the line.
+_FONT_TITLE_WORDS = 12
+_SENTENCE_WORDS = word_set("shall will may must is are was were has have agrees means")
 _FONT_LEVEL_STEP = 0.01  # set by _rank_font_headings once the numbering is known
 
 
@@ -63,6 +66,7 @@ def detect_headings(
     line_headings, claimed, labels = _line_headings(text, font_heading_starts)
     appendix_starts = [heading.start for heading in line_headings if heading.family == "appendix"]
     numbered = validated_numbering(text, numbered_candidates(text, claimed), restarts=appendix_starts)
+    _title_numbered_font_lines(text, numbered, font_heading_starts)
     _rank_font_headings(line_headings, numbered)
     taken = claimed | {heading.start for heading in numbered}
     headings = sorted(
@@ -332,6 +336,43 @@ def _over_a_signature(next_line: str) -> bool:
     # A blank to sign on ("Signature: ________"), not a blank inside a sentence ("January ___, 2016").
     blank = "__" in following and len(following.split()) <= 4
     return following.startswith(("By", "_", "Name:", "Title:", "/s/")) or blank
+
+
+def _title_numbered_font_lines(
+    text: str, numbered: list[Heading], font_heading_starts: frozenset[int]
+) -> None:
+    """A numbered line the font sets apart as a heading ("## 9.1 Development costs & prices for
+    Hosting Services", "## 12. Laboratory Controls-N/A") is titled by the whole line, though its
+    words alone do not read as a title: the font says it is one. Not a sentence set in bold."""
+    for heading in numbered:
+        if heading.title or heading.start not in font_heading_starts:
+            continue
+        line_end = text.find("\n", heading.start)
+        line_end = len(text) if line_end < 0 else line_end
+        line = text[heading.start : line_end].strip(" \t#*_")
+        if _reads_as_a_heading_line(line):
+            heading.title, heading.title_end = clean_title(line), line_end
+
+
+def _reads_as_a_heading_line(line: str) -> bool:
+    """A number and a few words, none a sentence's, mostly capitalised; no list item's "," or ";"."""
+    words = line.split()
+    return (
+        2 <= len(words) <= _FONT_TITLE_WORDS
+        and not line.endswith((",", ";"))
+        and not any(word.lower() in _SENTENCE_WORDS for word in words)
+        and _capitalised(line)
+    )
+
+
+def _capitalised(line: str) -> bool:
+    """Half the words after the number at least start with a capital ("Development costs &
+    prices for Hosting Services"), small words aside; not a sentence ("Ongoing scientific and
+    medical support.")."""
+    words = [word for word in re.findall(r"[^\W\d_][\w'\u2019/-]*", line) if word.lower() not in SMALL_WORDS]
+    return (
+        bool(words) and words[0][0].isupper() and 2 * sum(word[0].isupper() for word in words) >= len(words)
+    )
 
 
 def _rank_font_headings(line_headings: list[Heading], numbered: list[Heading]) -> None:

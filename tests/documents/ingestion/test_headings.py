@@ -709,3 +709,21 @@ def test_a_bold_title_under_an_attachments_label_is_its_title_not_a_part_of_it()
         "2. Price",
         "SCHEDULE 3 JURISDICTIONS OF QUALIFICATION",
     ]
+
+
+def test_a_numbered_line_the_font_sets_apart_is_titled_by_the_whole_line() -> None:
+    """ "9.1 Development costs & prices" does not read as a title by its words (few capitals), but
+    the font set it apart as a heading line; a bold sentence ("9.4 Ongoing support of the team.")
+    stays untitled."""
+    text = (
+        f"9. PRICES\n\n{BODY}\n\n## 9.1 Development costs & prices for Hosting Services\n\n{BODY}\n\n"
+        f"## 9.2 Laboratory Controls-N/A\n\n## 9.3 Charging\n\n{BODY}\n\n"
+        f"## 9.4 Ongoing support of the team.\n\n{BODY}\n\n10. NOTICES\n\n{BODY}\n"
+    )
+    marks = frozenset(match.start() for match in re.finditer("## ", text))
+    _titles, headings = detect_headings(text, font_heading_starts=marks)
+    titles = {heading.label: heading.title for heading in headings}
+    assert titles["9.1"] == "9.1 Development costs & prices for Hosting Services"
+    assert titles["9.2"] == "9.2 Laboratory Controls-N/A"
+    assert titles["9.3"] == "9.3 Charging"
+    assert titles.get("9.4", "") == ""
