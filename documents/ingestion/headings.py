@@ -35,16 +35,18 @@ _LABEL_RANK = 60.0
 _FILING_LABEL = re.compile(r"(?i)(?:exhibit|ex-?)\s*[\d.()a-z-]{1,12}")
 _CAPITALS_LINE = re.compile(r"[A-Z][A-Z &,'\u2019/-]*[A-Z][:.]?")
 _TITLE_ZONE_CHARS = 1000  # how far down the first page a PDF's title may stand
-# A paragraph's own title: capitalised words (small ones between), a period, then its sentence.
+# A paragraph's own title: capitalised words (small ones between, a comma after one: "Binding
+# Nature, Assignment, and Subcontracting"), a period, then its sentence (or its line's end).
 _RUN_IN_TITLE = re.compile(
-    r"(?:^|(?<=\n\n))(?P<title>[A-Z][\w'\u2019&/-]*(?:[ ](?:[A-Z][\w'\u2019&/-]*|of|and|or|the|to|for|in|on|by|"
-    r"with|a|an|from)){0,7})\.[ \t]+(?=[A-Z\"(])"
+    r"(?:^|(?<=\n\n))(?P<title>[A-Z][\w'\u2019&/-]*(?:,?[ ](?:[A-Z][\w'\u2019&/-]*|of|and|or|the|to|for|in|on|by|"
+    r"with|a|an|from)){0,7})\.(?:[ \t]+(?=[A-Z\"(])|(?=\n))"
 )
 # Sentence openers that take a period after one capitalised word ("Inc. The", "No. 5" never
 # reach here: they are not at a paragraph's start).
 _RUN_IN_OPENERS = word_set("The This These That Each If Any All No In Such It We You Notwithstanding")
 _RUN_IN_RANK = 15.75  # under the numbered levels and "A.", above "(a)"
 _RUN_IN_MINIMUM = 3
+_ABBREVIATION_CHARS = 3  # "Inc.", "Ltd.", "B.": a period after so short a word may be an abbreviation's
 _FONT_RANK = 0.0
 # A numbered font line of at most this many words, none of a sentence's, is titled by the line.
 _FONT_TITLE_WORDS = 12
@@ -284,10 +286,20 @@ def _run_in_titles(text: str, taken: set[int]) -> list[Heading]:
         first_word = title.split()[0]
         if start in taken or len(first_word) < 2 or first_word in _RUN_IN_OPENERS:
             continue  # "B. Should the Agreement ...": a lettered clause (see numbered_headings)
-        if not is_titleish(title, max_words=8):
+        if not is_titleish(title, max_words=8) or _abbreviation_alone(match):
             continue
         found.append(Heading(start, match.end("title") + 1, _RUN_IN_RANK, clean_title(title), family="runin"))
     return found if len(found) >= _RUN_IN_MINIMUM else []
+
+
+def _abbreviation_alone(match: re.Match[str]) -> bool:
+    """A period that may close an abbreviation, not a title: a short last word alone on its line
+    ("Andrew B."), or after a comma ("ACME GROUP, INC. By: ...")."""
+    words = match.group("title").split()
+    if len(words[-1]) > _ABBREVIATION_CHARS:
+        return False
+    alone = match.end() == match.end("title") + 1
+    return alone or (len(words) > 1 and words[-2].endswith(","))
 
 
 def _titles_the_attachment(text: str, heading: Heading, below: tuple[int, int]) -> bool:

@@ -727,3 +727,22 @@ def test_a_numbered_line_the_font_sets_apart_is_titled_by_the_whole_line() -> No
     assert titles["9.2"] == "9.2 Laboratory Controls-N/A"
     assert titles["9.3"] == "9.3 Charging"
     assert titles.get("9.4", "") == ""
+
+
+def test_run_in_titles_may_list_words_with_commas_and_stand_alone_on_their_line() -> None:
+    """ "Binding Nature, Assignment, and Subcontracting." runs into its sentence; "Termination
+    Assistance." stands alone above its text. A company's "ACME GROUP, INC." is no title."""
+    text = (
+        f"ARTICLE I LICENSE\n\nGrant of License. {BODY}\n\nProprietary Markings. {BODY}\n\n"
+        f"ARTICLE II SERVICES\n\nTermination Assistance.\n\n{BODY}\n\n"
+        f"Binding Nature, Assignment, and Subcontracting. {BODY}\n\n"
+        f"ACME GROUP, INC. By: its manager\n\nAndrew B.\n\n{BODY}\n"
+    )
+    assert [heading.title for heading in _headings(text)] == [
+        "ARTICLE I LICENSE",
+        "Grant of License",
+        "Proprietary Markings",
+        "ARTICLE II SERVICES",
+        "Termination Assistance",
+        "Binding Nature, Assignment, and Subcontracting",
+    ]
