@@ -270,3 +270,20 @@ def test_a_page_that_opens_on_a_centred_line_starts_a_paragraph() -> None:
     files.draw_lines(pdf, ["The prices of the products are those of the list below, in dollars."], top=126)
     text = extract(bytes(pdf.output()), filename="exhibit.pdf").text
     assert "agreed place and the\n\nExhibit B Product Prices" in text
+
+
+def test_a_bold_run_in_title_drawn_against_its_sentence_ends_with_a_space() -> None:
+    """ "Market Purchases." in bold, then "Subject to ..." in the body's font with no space drawn
+    between them: the change of weight after the period is a word space. Within one weight,
+    "No.5" stays as drawn."""
+    pdf = files.pdf_document()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 11)
+    title = "3.1 Market Purchases."
+    pdf.text(72, 100, title)
+    width = pdf.get_string_width(title)
+    pdf.set_font("Helvetica", "", 11)
+    pdf.text(72 + width, 100, "Subject to the law, the buyer may purchase shares. See Form No.5 attached.")
+    text = extract(bytes(pdf.output()), filename="runin.pdf").text
+    assert "3.1 Market Purchases. Subject to the law" in text
+    assert "Form No.5" in text
