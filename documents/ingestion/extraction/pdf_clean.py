@@ -278,7 +278,8 @@ def _usual_pitch(pitches: list[float]) -> float:
 
 
 def _mark_paragraphs(lines: list[Line], layout: _Layout) -> None:
-    """A wider gap than the page's usual line pitch, or a step back up (a new column), starts one.
+    """A wider gap than the page's usual line pitch, a step back up (a new column), or a change of
+    font size starts one.
     A page of a few lines (an attachment's title page, a short list) has no usual pitch of its
     own to go by: there a wider gap than the document's usual pitch starts one too (``_Layout``)."""
     pitches = _pitches([line.source for line in lines])
@@ -291,7 +292,15 @@ def _mark_paragraphs(lines: list[Line], layout: _Layout) -> None:
         previous = lines[index - 1].source
         pitch = previous.middle - line.source.middle
         spaced = few and layout.spaced_apart(previous, line.source)
-        line.new_paragraph = pitch <= 0 or (usual > 0 and pitch > _PARAGRAPH_GAP * usual) or spaced
+        wide = usual > 0 and pitch > _PARAGRAPH_GAP * usual
+        line.new_paragraph = pitch <= 0 or wide or spaced or _resized(previous, line.source)
+
+
+def _resized(previous: TextLine, line: TextLine) -> bool:
+    """A paragraph is set in one size: a line in a size apart from the one above it (a table's
+    small header row, then a category row in the body's size) starts another."""
+    small, large = sorted((previous.size, line.size))
+    return small > 0 and large >= _LARGER * small
 
 
 # -- headings

@@ -287,3 +287,22 @@ def test_a_bold_run_in_title_drawn_against_its_sentence_ends_with_a_space() -> N
     text = extract(bytes(pdf.output()), filename="runin.pdf").text
     assert "3.1 Market Purchases. Subject to the law" in text
     assert "Form No.5" in text
+
+
+def test_a_line_in_another_size_starts_a_paragraph() -> None:
+    """A table's header row in 8 pt, then a bold category row in the body's 11 pt at the same
+    pitch: a paragraph is set in one size, so the bold row stands apart (a heading)."""
+    pdf = files.pdf_document()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    y = files.draw_lines(pdf, [files.BODY[:80], files.BODY[80:]], pitch=13)
+    pdf.set_font("Helvetica", "B", 8)
+    pdf.text(72, y, "Service Name")
+    pdf.text(300, y, "Monthly Fee")
+    pdf.set_font("Helvetica", "B", 11)
+    pdf.text(72, y + 12, "Service Category: Hosting")
+    pdf.set_font("Helvetica", "", 11)
+    files.draw_lines(pdf, ["Hosting of the shared systems in the data centre."], top=y + 40)
+    extracted = extract(bytes(pdf.output()), filename="table.pdf")
+    assert "Service Name Monthly Fee\n\n" in extracted.text
+    assert [hint.title for hint in extracted.headings] == ["Service Category: Hosting"]
