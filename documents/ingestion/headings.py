@@ -52,6 +52,8 @@ _FONT_RANK = 0.0
 _FONT_TITLE_WORDS = 12
 _SENTENCE_WORDS = word_set("shall will may must is are was were has have agrees means")
 _FONT_LEVEL_STEP = 0.01  # set by _rank_font_headings once the numbering is known
+# "G1.1": a schedule's code ("G1", as in "Section G1:") and a number under it.
+_SUB_CODE = re.compile(r"(?P<parent>[A-Z]{1,3}\d{1,2})\.\d{1,2}\b")
 
 
 def detect_headings(
@@ -70,6 +72,7 @@ def detect_headings(
     numbered = validated_numbering(text, numbered_candidates(text, claimed), restarts=appendix_starts)
     _title_numbered_font_lines(text, numbered, font_heading_starts)
     _rank_font_headings(line_headings, numbered)
+    _rank_coded_font_headings(line_headings, numbered)
     taken = claimed | {heading.start for heading in numbered}
     headings = sorted(
         line_headings + numbered + _run_in_titles(text, taken), key=lambda heading: heading.start
@@ -399,6 +402,21 @@ def _rank_font_headings(line_headings: list[Heading], numbered: list[Heading]) -
     for heading in line_headings:
         if heading.family in ("font", "caps"):
             heading.rank = top + _FONT_LEVEL_STEP * max(0, heading.markup_level - base)
+
+
+def _rank_coded_font_headings(line_headings: list[Heading], numbered: list[Heading]) -> None:
+    """ "G1.1 IT Service Category" under "Section G1: IT Services": a font heading whose code
+    extends the code of a numbered part before it ("G1" + ".1") is a part of that part."""
+    coded = {
+        f"{heading.family.split(':', 1)[1]}{heading.path[0]}": heading
+        for heading in numbered
+        if heading.family.startswith("coded:") and len(heading.path) == 1
+    }
+    for heading in line_headings:
+        code = _SUB_CODE.match(heading.title) if heading.family == "font" else None
+        parent = coded.get(code.group("parent")) if code else None
+        if parent is not None and parent.start < heading.start:
+            heading.rank = parent.rank + _FONT_LEVEL_STEP
 
 
 def _drop_repeated(headings: list[Heading]) -> list[Heading]:

@@ -746,3 +746,20 @@ def test_run_in_titles_may_list_words_with_commas_and_stand_alone_on_their_line(
         "Termination Assistance",
         "Binding Nature, Assignment, and Subcontracting",
     ]
+
+
+def test_a_font_heading_whose_code_extends_a_coded_part_is_a_part_of_it() -> None:
+    """ "G1.1 IT Service Category" in bold under "Section G1: IT Services": a part of G1, and
+    "Section G2" comes back up beside G1."""
+    body = "".join(f"{n}. {name}\n\n{BODY}\n\n" for n, name in enumerate(["Scope", "Price", "Term"], 1))
+    text = (
+        f"Intro.\n\n{body}EXHIBIT A TRANSITION SERVICES\n\nSection G1: IT Services\n\n{BODY}\n\n"
+        f"# G1.1 IT Service Category: Hosting\n\n{BODY}\n\n# G1.2 IT Service Category: Support\n\n{BODY}\n\n"
+        f"Section G2: HR Services\n\n{BODY}\n"
+    )
+    marks = frozenset(match.start() for match in re.finditer("# ", text))
+    _titles, headings = detect_headings(text, font_heading_starts=marks)
+    ranks = {heading.title: heading.rank for heading in headings}
+    assert ranks["Section G1: IT Services"] == ranks["Section G2: HR Services"]
+    assert ranks["Section G1: IT Services"] < ranks["G1.1 IT Service Category: Hosting"]
+    assert ranks["G1.1 IT Service Category: Hosting"] == ranks["G1.2 IT Service Category: Support"]
