@@ -90,6 +90,8 @@ _LABEL_ONLY = re.compile(
     re.IGNORECASE,
 )
 _MAX_HEADING_WORDS = 15
+# A line that opens with a clause number: "3.1. Upfront Payment", "12. Notices", "(a) Fees".
+_NUMBER_FIRST = re.compile(r"(?:\d{1,3}(?:\.\d{1,3})*\.?|\([a-z]{1,4}\))\s")
 _LARGER = 1.15  # a heading's font is at least this many times the body's
 _MAX_FONT_LEVELS = 3
 _PARAGRAPH_GAP = 1.45  # line pitch past this many times the usual one starts a paragraph
@@ -432,9 +434,23 @@ def _font_heading_level(lines: list[Line], index: int, levels: dict[float, int],
     size = _half_point(line)
     if size in levels and _is_heading_like(line):
         return levels[size]
-    if _stands_as_bold_heading(line, _following(lines, index), size=size, body=body):
+    if _stands_as_bold_heading(line, _after_the_title(lines, index), size=size, body=body):
         return len(levels) + 1
     return 0
+
+
+def _after_the_title(lines: list[Line], index: int) -> Line | None:
+    """The line after line ``index``, or after the line under it that goes on with the same
+    title ("Term Sheet" / "Remarketing Preferred Securities of ...": a bold title wrapped over
+    two lines stands apart as much as a one-line title does)."""
+    following = _following(lines, index)
+    if (
+        following is not None
+        and not following.new_paragraph
+        and _continues_the_title(lines[index], following)
+    ):
+        return _following(lines, index + 1)
+    return following
 
 
 def _stands_as_bold_heading(line: Line, following: Line | None, *, size: float, body: float) -> bool:
@@ -465,12 +481,16 @@ def _mark_font_heading(lines: list[Line], index: int, level: int) -> None:
 
 
 def _continues_the_title(line: Line, following: Line) -> bool:
+    """``following`` goes on with ``line``'s title: the same font, heading-like, not too long,
+    and not a heading of its own that opens with its number ("3.1. Upfront Payment" under "3.
+    License Fees and Milestone Payments")."""
     return bool(
         (not following.new_paragraph or _LABEL_ONLY.fullmatch(line.text.strip()))
         and _half_point(following) == _half_point(line)
         and following.source.bold == line.source.bold
         and _is_heading_like(following)
         and len(line.text.split()) + len(following.text.split()) <= _MAX_HEADING_WORDS
+        and not _NUMBER_FIRST.match(following.text)
     )
 
 

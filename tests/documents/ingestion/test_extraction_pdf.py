@@ -306,3 +306,30 @@ def test_a_line_in_another_size_starts_a_paragraph() -> None:
     extracted = extract(bytes(pdf.output()), filename="table.pdf")
     assert "Service Name Monthly Fee\n\n" in extracted.text
     assert [hint.title for hint in extracted.headings] == ["Service Category: Hosting"]
+
+
+def test_a_bold_title_wrapped_over_two_lines_is_a_heading_but_not_with_the_next_number() -> None:
+    """ "Term Sheet" / "Remarketing Preferred Securities" in bold, then plain text at the same
+    pitch: one heading over two lines. A bold "3.1 Upfront Payment" under a bold "3. License
+    Fees" (numbers set apart from their titles) is a heading of its own, never the rest of the
+    title above it."""
+    pdf = files.pdf_document()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    y = files.draw_lines(pdf, [files.BODY[:80], files.BODY[80:]], pitch=13) + 13
+    for bold, number, line in (
+        (True, "", "Term Sheet"),
+        (True, "", "Remarketing Preferred Securities"),
+        (False, "", "Issuer: the trust named in the prospectus, for all the securities."),
+        (True, "3.", "License Fees"),
+        (True, "3.1", "Upfront Payment"),
+        (False, "", "The licensee pays the fee within twenty days of signature."),
+    ):
+        pdf.set_font("Helvetica", "B" if bold else "", 11)
+        y += 13 if number != "3." else 26
+        pdf.text(72, y, number)
+        pdf.text(110 if number else 72, y, line)
+    extracted = extract(bytes(pdf.output()), filename="terms.pdf")
+    titles = [hint.title for hint in extracted.headings]
+    assert titles[0] == "Term Sheet Remarketing Preferred Securities"
+    assert not any("License" in title and "3.1" in title for title in titles)
