@@ -99,9 +99,10 @@ _PARAGRAPH_GAP = 1.45  # line pitch past this many times the usual one starts a 
 _FEW_PITCHES = 12
 # A line that ends this share of the text's width before its right edge ends short.
 _SHORT_LINE_SHARE = 0.25
-# A centred line: indented by this share of the width at least (so no longer than 60 % of it),
-# its middle this close to the text's middle.
-_CENTRED_INDENT = 0.2
+# A centred line: indented by this share of the width at least (so no longer than half of it:
+# a title, not a list item indented deep in a narrow column), its middle this close to the
+# text's middle.
+_CENTRED_INDENT = 0.25
 _CENTRED_SLACK = 0.05
 
 
@@ -512,13 +513,18 @@ def _join_hyphenated(lines: list[Line], layout: _Layout) -> list[Line]:
             joined.append(line)
             continue
         if line.page != previous.page and not line.heading_level:
-            # A page that opens on a centred line (an attachment's title) starts anew.
-            line.new_paragraph = _paragraph_was_over(previous) or layout.centred(line.source)
+            line.new_paragraph = _paragraph_was_over(previous) or _opens_on_a_title(line, layout)
         if _continues_the_word(previous, line):
             previous.text = _hyphen_joined(previous.text, line.text, words)
             continue
         joined.append(line)
     return joined
+
+
+def _opens_on_a_title(line: Line, layout: _Layout) -> bool:
+    """A page that opens on a centred line (an attachment's title) starts anew; a line that
+    opens in lower case goes on with a sentence, wherever it stands."""
+    return layout.centred(line.source) and not line.text[:1].islower()
 
 
 def _paragraph_was_over(previous: Line) -> bool:

@@ -333,3 +333,15 @@ def test_a_bold_title_wrapped_over_two_lines_is_a_heading_but_not_with_the_next_
     titles = [hint.title for hint in extracted.headings]
     assert titles[0] == "Term Sheet Remarketing Preferred Securities"
     assert not any("License" in title and "3.1" in title for title in titles)
+
+
+def test_a_page_that_opens_in_lower_case_goes_on_with_the_sentence_wherever_it_stands() -> None:
+    """A short indented line that happens to fall in the middle of a narrow column, but opens in
+    lower case: the rest of the last page's sentence, not a title."""
+    pdf = files.pdf_document()
+    _prose_page(pdf, last="the supplier shall deliver the goods to the buyer at the agreed place and the")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    _centred(pdf, 100, "written consent of the buyer.")
+    text = extract(bytes(pdf.output()), filename="continued.pdf").text
+    assert "agreed place and the written consent of the buyer." in text
