@@ -763,3 +763,18 @@ def test_a_font_heading_whose_code_extends_a_coded_part_is_a_part_of_it() -> Non
     assert ranks["Section G1: IT Services"] == ranks["Section G2: HR Services"]
     assert ranks["Section G1: IT Services"] < ranks["G1.1 IT Service Category: Hosting"]
     assert ranks["G1.1 IT Service Category: Hosting"] == ranks["G1.2 IT Service Category: Support"]
+
+
+def test_a_capitalised_title_that_opens_with_the_is_still_a_title() -> None:
+    """ "A. The Company's Business. The Company sells ..." is titled; "3.1 The Joint Venture will
+    be managed ..." opens its sentence, and "3.2 The Buyer. pays" no capitalised one."""
+    text = (
+        f"Intro.\n\nRECITALS\n\nA. The Company's Business. The Company sells pumps. {BODY}\n\n"
+        f"B. The Distributor's Objectives. The Distributor resells them. {BODY}\n\n"
+        f"1. SCOPE\n\n{BODY}\n\n3. TERMS\n\n3.1 The Joint Venture will be managed by a board. {BODY}\n\n"
+        f"3.2 The Buyer. pays the price in full. {BODY}\n"
+    )
+    titles = {heading.label: heading.title for heading in _headings(text)}
+    assert titles["A."] == "A. The Company's Business"
+    assert titles["B."] == "B. The Distributor's Objectives"
+    assert titles.get("3.1", "") == titles.get("3.2", "") == ""
