@@ -40,7 +40,7 @@ def word_set(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-_SMALL_WORDS = word_set("a an and as at by for in of on or the to with from into under upon its")
+SMALL_WORDS = word_set("a an and as at by for in of on or the to with from into under upon its")
 
 
 def is_titleish(candidate: str, *, max_words: int, min_ratio: float = 0.75) -> bool:
@@ -50,13 +50,13 @@ def is_titleish(candidate: str, *, max_words: int, min_ratio: float = 0.75) -> b
         return False
     if not (candidate[0].isupper() or candidate[0].isdigit() or candidate[0] in "[(\"'\u201c"):
         return False
-    content = [word for word in words if word.lower() not in _SMALL_WORDS]
+    content = [word for word in words if word.lower() not in SMALL_WORDS]
     if not content:
         return False
     capitalised = sum(1 for word in content if word[0].isupper())
     # A title does not end on "of" or "the" ("Terms of"), but may on a number ("Priorities for 2024").
     last = candidate.split()[-1].strip(".,:;)")
-    ends_open = words[-1].lower() in _SMALL_WORDS - {"in", "on"} and not last[:1].isdigit()
+    ends_open = words[-1].lower() in SMALL_WORDS - {"in", "on"} and not last[:1].isdigit()
     return capitalised / len(content) >= min_ratio and not ends_open
 
 

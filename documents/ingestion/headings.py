@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from documents.ingestion.heading_titles import Heading, clean_title, is_titleish, word_set
+from documents.ingestion.heading_titles import SMALL_WORDS, Heading, clean_title, is_titleish, word_set
 from documents.ingestion.numbered_headings import (
     LINE,
     NUMBERED,
@@ -36,18 +36,25 @@ _LABEL_RANK = 60.0
 _FILING_LABEL = re.compile(r"(?i)(?:exhibit|ex-?)\s*[\d.()a-z-]{1,12}")
 _CAPITALS_LINE = re.compile(r"[A-Z][A-Z &,'\u2019/-]*[A-Z][:.]?")
 _TITLE_ZONE_CHARS = 1000  # how far down the first page a PDF's title may stand
-# A paragraph's own title: capitalised words (small ones between), a period, then its sentence.
+# A paragraph's own title: capitalised words (small ones between, a comma after one: "Binding
+# Nature, Assignment, and Subcontracting"), a period, then its sentence (or its line's end).
 _RUN_IN_TITLE = re.compile(
-    r"(?:^|(?<=\n\n))(?P<title>[A-Z][\w'\u2019&/-]*(?:[ ](?:[A-Z][\w'\u2019&/-]*|of|and|or|the|to|for|in|on|by|"
-    r"with|a|an|from)){0,7})\.[ \t]+(?=[A-Z\"(])"
+    r"(?:^|(?<=\n\n))(?P<title>[A-Z][\w'\u2019&/-]*(?:,?[ ](?:[A-Z][\w'\u2019&/-]*|of|and|or|the|to|for|in|on|by|"
+    r"with|a|an|from)){0,7})\.(?:[ \t]+(?=[A-Z\"(])|(?=\n))"
 )
 # Sentence openers that take a period after one capitalised word ("Inc. The", "No. 5" never
 # reach here: they are not at a paragraph's start).
 _RUN_IN_OPENERS = word_set("The This These That Each If Any All No In Such It We You Notwithstanding")
 _RUN_IN_RANK = 15.75  # under the numbered levels and "A.", above "(a)"
 _RUN_IN_MINIMUM = 3
+_ABBREVIATION_CHARS = 3  # "Inc.", "Ltd.", "B.": a period after so short a word may be an abbreviation's
 _FONT_RANK = 0.0
+# A numbered font line of at most this many words, none of a sentence's, is titled by the line.
+_FONT_TITLE_WORDS = 12
+_SENTENCE_WORDS = word_set("shall will may must is are was were has have agrees means")
 _FONT_LEVEL_STEP = 0.01  # set by _rank_font_headings once the numbering is known
+# "G1.1": a schedule's code ("G1", as in "Section G1:") and a number under it.
+_SUB_CODE = re.compile(r"(?P<parent>[A-Z]{1,3}\d{1,2})\.\d{1,2}\b")
 
 
 def detect_headings(
@@ -64,7 +71,9 @@ def detect_headings(
     line_headings, claimed, labels = _line_headings(text, font_heading_starts)
     appendix_starts = [heading.start for heading in line_headings if heading.family == "appendix"]
     numbered = validated_numbering(text, numbered_candidates(text, claimed), restarts=appendix_starts)
+    _title_numbered_font_lines(text, numbered, font_heading_starts)
     _rank_font_headings(line_headings, numbered)
+    _rank_coded_font_headings(line_headings, numbered)
     taken = claimed | {heading.start for heading in numbered}
     headings = sorted(
         line_headings + numbered + _run_in_titles(text, taken), key=lambda heading: heading.start
@@ -160,6 +169,8 @@ def _read_font_line(line: _Line, finds: _LineFinds) -> bool:
     if not atx or line.content_start not in line.font_heading_starts:
         return False
     content_start = line.content_start
+    if content_start in finds.claimed:
+        return True  # "SCHEDULE 3" / "JURISDICTIONS ...": the title of the attachment above it
     if _over_a_signature(line.next_line):
         finds.claimed.add(content_start)  # "ACME CORPORATION" in bold above "By: ____"
         return True
@@ -279,10 +290,20 @@ def _run_in_titles(text: str, taken: set[int]) -> list[Heading]:
         first_word = title.split()[0]
         if start in taken or len(first_word) < 2 or first_word in _RUN_IN_OPENERS:
             continue  # "B. Should the Agreement ...": a lettered clause (see numbered_headings)
-        if not is_titleish(title, max_words=8):
+        if not is_titleish(title, max_words=8) or _abbreviation_alone(match):
             continue
         found.append(Heading(start, match.end("title") + 1, _RUN_IN_RANK, clean_title(title), family="runin"))
     return found if len(found) >= _RUN_IN_MINIMUM else []
+
+
+def _abbreviation_alone(match: re.Match[str]) -> bool:
+    """A period that may close an abbreviation, not a title: a short last word alone on its line
+    ("Andrew B."), or after a comma ("ACME GROUP, INC. By: ...")."""
+    words = match.group("title").split()
+    if len(words[-1]) > _ABBREVIATION_CHARS:
+        return False
+    alone = match.end() == match.end("title") + 1
+    return alone or (len(words) > 1 and words[-2].endswith(","))
 
 
 def _titles_the_attachment(text: str, heading: Heading, below: tuple[int, int]) -> bool:
@@ -333,6 +354,43 @@ def _over_a_signature(next_line: str) -> bool:
     return following.startswith(("By", "_", "Name:", "Title:", "/s/")) or blank
 
 
+def _title_numbered_font_lines(
+    text: str, numbered: list[Heading], font_heading_starts: frozenset[int]
+) -> None:
+    """A numbered line the font sets apart as a heading ("## 9.1 Development costs & prices for
+    Hosting Services", "## 12. Laboratory Controls-N/A") is titled by the whole line, though its
+    words alone do not read as a title: the font says it is one. Not a sentence set in bold."""
+    for heading in numbered:
+        if heading.title or heading.start not in font_heading_starts:
+            continue
+        line_end = text.find("\n", heading.start)
+        line_end = len(text) if line_end < 0 else line_end
+        line = text[heading.start : line_end].strip(" \t#*_")
+        if _reads_as_a_heading_line(line):
+            heading.title, heading.title_end = clean_title(line), line_end
+
+
+def _reads_as_a_heading_line(line: str) -> bool:
+    """A number and a few words, none a sentence's, mostly capitalised; no list item's "," or ";"."""
+    words = line.split()
+    return (
+        2 <= len(words) <= _FONT_TITLE_WORDS
+        and not line.endswith((",", ";"))
+        and not any(word.lower() in _SENTENCE_WORDS for word in words)
+        and _capitalised(line)
+    )
+
+
+def _capitalised(line: str) -> bool:
+    """Half the words after the number at least start with a capital ("Development costs &
+    prices for Hosting Services"), small words aside; not a sentence ("Ongoing scientific and
+    medical support.")."""
+    words = [word for word in re.findall(r"[^\W\d_][\w'\u2019/-]*", line) if word.lower() not in SMALL_WORDS]
+    return (
+        bool(words) and words[0][0].isupper() and 2 * sum(word[0].isupper() for word in words) >= len(words)
+    )
+
+
 def _rank_font_headings(line_headings: list[Heading], numbered: list[Heading]) -> None:
     """Unnumbered font headings take the top numbered level (they are the contract's other
     top-level parts: "RECITALS", "BACKGROUND", "EXHIBIT A"); with no numbering they keep the
@@ -345,6 +403,21 @@ def _rank_font_headings(line_headings: list[Heading], numbered: list[Heading]) -
     for heading in line_headings:
         if heading.family in ("font", "caps"):
             heading.rank = top + _FONT_LEVEL_STEP * max(0, heading.markup_level - base)
+
+
+def _rank_coded_font_headings(line_headings: list[Heading], numbered: list[Heading]) -> None:
+    """ "G1.1 IT Service Category" under "Section G1: IT Services": a font heading whose code
+    extends the code of a numbered part before it ("G1" + ".1") is a part of that part."""
+    coded = {
+        f"{heading.family.split(':', 1)[1]}{heading.path[0]}": heading
+        for heading in numbered
+        if heading.family.startswith("coded:") and len(heading.path) == 1
+    }
+    for heading in line_headings:
+        code = _SUB_CODE.match(heading.title) if heading.family == "font" else None
+        parent = coded.get(code.group("parent")) if code else None
+        if parent is not None and parent.start < heading.start:
+            heading.rank = parent.rank + _FONT_LEVEL_STEP
 
 
 def _drop_repeated(headings: list[Heading]) -> list[Heading]:

@@ -364,13 +364,30 @@ def _short_title(
     candidate = re.sub(r"(\s+\d+(\.\d+)*\.?)+$", "", candidate)  # "Procedures 9.1": the next clause
     if not candidate and keyword:
         return _next_line_title(text, start)
-    if quoted or not candidate or candidate.split()[0] in _NOT_TITLE_OPENERS:
+    if quoted or not candidate or _opens_the_clause(text, candidate, end, body):
         return "", start  # '2.1 "Product" means ...', '3.1 Subject to ...': a clause, not a title
     if not is_titleish(candidate, max_words=12):
         return _title_before_sentence(text, start, candidate, end=end, body=body, stopped=stopped)
     if body < end or not stopped:
         return clean_title(candidate), body
     return clean_title(candidate), end + (1 if text[end] in ".:" else 0)
+
+
+def _opens_the_clause(text: str, candidate: str, end: int, body: int) -> bool:
+    """The candidate opens the clause's sentence ("Subject to ...", "The Licensee shall ..."),
+    unless it reads as a capitalised title all the same."""
+    opener = candidate.split()[0] in _NOT_TITLE_OPENERS
+    return opener and not _capitalised_title(text, candidate, end, body)
+
+
+def _capitalised_title(text: str, candidate: str, end: int, body: int) -> bool:
+    """ "A. The Company's Business. The Company is ...": a few words, each capitalised, that run
+    to a period before a capitalised sentence are a title even when "The" opens them (not "9.1
+    The Joint Venture will be managed ...": its sentence starts before any period)."""
+    words = candidate.split()
+    if body < end or not 2 <= len(words) <= _SENTENCE_CASE_WORDS or not all(w[:1].isupper() for w in words):
+        return False
+    return text[end : end + 1] == "." and re.match(r"[ \t]+[A-Z]", text[end + 1 : end + 3]) is not None
 
 
 def _title_span(text: str, start: int, subclause: int | None) -> tuple[int, bool]:

@@ -90,9 +90,20 @@ _LABEL_ONLY = re.compile(
     re.IGNORECASE,
 )
 _MAX_HEADING_WORDS = 15
+# A line that opens with a clause number: "3.1. Upfront Payment", "12. Notices", "(a) Fees".
+_NUMBER_FIRST = re.compile(r"(?:\d{1,3}(?:\.\d{1,3})*\.?|\([a-z]{1,4}\))\s")
 _LARGER = 1.15  # a heading's font is at least this many times the body's
 _MAX_FONT_LEVELS = 3
 _PARAGRAPH_GAP = 1.45  # line pitch past this many times the usual one starts a paragraph
+# A page with fewer line steps than this goes by the document's usual pitch too.
+_FEW_PITCHES = 12
+# A line that ends this share of the text's width before its right edge ends short.
+_SHORT_LINE_SHARE = 0.25
+# A centred line: indented by this share of the width at least (so no longer than half of it:
+# a title, not a list item indented deep in a narrow column), its middle this close to the
+# text's middle.
+_CENTRED_INDENT = 0.25
+_CENTRED_SLACK = 0.05
 
 
 @dataclass
@@ -113,14 +124,15 @@ def clean_pages(pages: Sequence[PdfPage], outline: Sequence[PdfBookmark]) -> lis
     per_page = [
         [Line(line.text, number, line) for line in lines] for number, lines in enumerate(kept, start=1)
     ]
+    layout = _page_layout(kept)
     for lines in per_page:
-        _mark_paragraphs(lines)
+        _mark_paragraphs(lines, layout)
     if outline:
         _mark_outline(per_page, outline)
     else:
         _mark_font_headings(per_page)
     lines = [line for page in per_page for line in page]
-    lines = _join_hyphenated(lines)
+    lines = _join_hyphenated(lines, layout)
     return [
         Block(
             text=line.text,
@@ -212,22 +224,86 @@ def _peeled(
 # -- paragraphs
 
 
-def _mark_paragraphs(lines: list[Line]) -> None:
-    """A wider gap than the page's usual line pitch, or a step back up (a new column), starts one."""
-    pitches = [
-        previous.source.middle - line.source.middle
+@dataclass(frozen=True)
+class _Layout:
+    """The document's text block and line pitch, which a page with few lines cannot tell."""
+
+    left: float  # where most lines start
+    right: float  # where full lines end
+    pitch: float  # the usual pitch of lines inside a paragraph (0: unknown)
+
+    def ends_short(self, line: TextLine) -> bool:
+        """The line stops well before the right edge: a title, a list item, a paragraph's end."""
+        return line.x1 < self.right - _SHORT_LINE_SHARE * (self.right - self.left)
+
+    def spaced_apart(self, previous: TextLine, line: TextLine) -> bool:
+        """A wider gap than the document's usual pitch after a line that ends short (a title, a
+        list item) or a table's row; not inside a centred block set in one weight (a title over
+        two lines, the parties on a cover page)."""
+        if self.pitch <= 0 or previous.middle - line.middle <= _PARAGRAPH_GAP * self.pitch:
+            return False
+        one_block = self.centred(previous) and self.centred(line) and previous.bold == line.bold
+        return not one_block and (self.ends_short(previous) or len(previous.segments) > 1)
+
+    def centred(self, line: TextLine) -> bool:
+        """Well apart from both edges, in the middle of the text block: a title, not prose (an
+        indented paragraph's last line may fall in the middle too, but it is a long one)."""
+        width = self.right - self.left
+        middle = (line.x0 + line.x1) / 2
+        return line.x0 - self.left > _CENTRED_INDENT * width and abs(
+            middle - (self.left + self.right) / 2
+        ) < (_CENTRED_SLACK * width)
+
+
+def _page_layout(pages: Sequence[Sequence[TextLine]]) -> _Layout:
+    lines = [line for page in pages for line in page]
+    if not lines:
+        return _Layout(0.0, 0.0, 0.0)
+    starts = sorted(line.x0 for line in lines)
+    ends = sorted(line.x1 for line in lines)
+    pitch = _usual_pitch([pitch for page in pages for pitch in _pitches(page)])
+    return _Layout(starts[len(starts) // 10], ends[len(ends) * 9 // 10], pitch)
+
+
+def _pitches(lines: Sequence[TextLine]) -> list[float]:
+    """The vertical steps between neighbouring lines that may be lines of one paragraph."""
+    return [
+        previous.middle - line.middle
         for previous, line in itertools.pairwise(lines)
-        if 0 < previous.source.middle - line.source.middle < 3 * max(line.source.size, 1.0)
+        if 0 < previous.middle - line.middle < 3 * max(line.size, 1.0)
     ]
+
+
+def _usual_pitch(pitches: list[float]) -> float:
     # The usual pitch is that of lines inside a paragraph: a low quantile, since on a short page
     # the gaps around headings and between paragraphs are a good share of all gaps.
-    usual = sorted(pitches)[len(pitches) // 3] if pitches else 0.0
+    return sorted(pitches)[len(pitches) // 3] if pitches else 0.0
+
+
+def _mark_paragraphs(lines: list[Line], layout: _Layout) -> None:
+    """A wider gap than the page's usual line pitch, a step back up (a new column), or a change of
+    font size starts one.
+    A page of a few lines (an attachment's title page, a short list) has no usual pitch of its
+    own to go by: there a wider gap than the document's usual pitch starts one too (``_Layout``)."""
+    pitches = _pitches([line.source for line in lines])
+    usual = _usual_pitch(pitches)
+    few = len(pitches) < _FEW_PITCHES
     for index, line in enumerate(lines):
         if index == 0:
             line.new_paragraph = True  # the page's first line; _join_pages decides across pages
             continue
-        pitch = lines[index - 1].source.middle - line.source.middle
-        line.new_paragraph = pitch <= 0 or (usual > 0 and pitch > _PARAGRAPH_GAP * usual)
+        previous = lines[index - 1].source
+        pitch = previous.middle - line.source.middle
+        spaced = few and layout.spaced_apart(previous, line.source)
+        wide = usual > 0 and pitch > _PARAGRAPH_GAP * usual
+        line.new_paragraph = pitch <= 0 or wide or spaced or _resized(previous, line.source)
+
+
+def _resized(previous: TextLine, line: TextLine) -> bool:
+    """A paragraph is set in one size: a line in a size apart from the one above it (a table's
+    small header row, then a category row in the body's size) starts another."""
+    small, large = sorted((previous.size, line.size))
+    return small > 0 and large >= _LARGER * small
 
 
 # -- headings
@@ -359,9 +435,23 @@ def _font_heading_level(lines: list[Line], index: int, levels: dict[float, int],
     size = _half_point(line)
     if size in levels and _is_heading_like(line):
         return levels[size]
-    if _stands_as_bold_heading(line, _following(lines, index), size=size, body=body):
+    if _stands_as_bold_heading(line, _after_the_title(lines, index), size=size, body=body):
         return len(levels) + 1
     return 0
+
+
+def _after_the_title(lines: list[Line], index: int) -> Line | None:
+    """The line after line ``index``, or after the line under it that goes on with the same
+    title ("Term Sheet" / "Remarketing Preferred Securities of ...": a bold title wrapped over
+    two lines stands apart as much as a one-line title does)."""
+    following = _following(lines, index)
+    if (
+        following is not None
+        and not following.new_paragraph
+        and _continues_the_title(lines[index], following)
+    ):
+        return _following(lines, index + 1)
+    return following
 
 
 def _stands_as_bold_heading(line: Line, following: Line | None, *, size: float, body: float) -> bool:
@@ -392,24 +482,29 @@ def _mark_font_heading(lines: list[Line], index: int, level: int) -> None:
 
 
 def _continues_the_title(line: Line, following: Line) -> bool:
+    """``following`` goes on with ``line``'s title: the same font, heading-like, not too long,
+    and not a heading of its own that opens with its number ("3.1. Upfront Payment" under "3.
+    License Fees and Milestone Payments")."""
     return bool(
         (not following.new_paragraph or _LABEL_ONLY.fullmatch(line.text.strip()))
         and _half_point(following) == _half_point(line)
         and following.source.bold == line.source.bold
         and _is_heading_like(following)
         and len(line.text.split()) + len(following.text.split()) <= _MAX_HEADING_WORDS
+        and not _NUMBER_FIRST.match(following.text)
     )
 
 
 # -- hyphenation and page joins
 
 
-def _join_hyphenated(lines: list[Line]) -> list[Line]:
+def _join_hyphenated(lines: list[Line], layout: _Layout) -> list[Line]:
     """A word cut by a hyphen at a line end is joined: "agree-" + "ment" → "agreement", but
     "non-" + "exclusive" → "non-exclusive" (the hyphen stays where the document writes the word
     with one elsewhere, or the first half is a prefix). A page's first line continues the last
     page's paragraph unless that one was over: it ended a sentence, or its last line was a short
-    one ("Team MARKS" on a schedule's title page: the next page's "SCHEDULE 3" is no more of it)."""
+    one ("Team MARKS" on a schedule's title page: the next page's "SCHEDULE 3" is no more of it),
+    or the new page opens on a centred line (an attachment's title)."""
     words = Counter(word.lower() for line in lines for word in _WORD.findall(line.text))
     joined: list[Line] = []
     for line in lines:
@@ -418,12 +513,18 @@ def _join_hyphenated(lines: list[Line]) -> list[Line]:
             joined.append(line)
             continue
         if line.page != previous.page and not line.heading_level:
-            line.new_paragraph = _paragraph_was_over(previous)
+            line.new_paragraph = _paragraph_was_over(previous) or _opens_on_a_title(line, layout)
         if _continues_the_word(previous, line):
             previous.text = _hyphen_joined(previous.text, line.text, words)
             continue
         joined.append(line)
     return joined
+
+
+def _opens_on_a_title(line: Line, layout: _Layout) -> bool:
+    """A page that opens on a centred line (an attachment's title) starts anew; a line that
+    opens in lower case goes on with a sentence, wherever it stands."""
+    return layout.centred(line.source) and not line.text[:1].islower()
 
 
 def _paragraph_was_over(previous: Line) -> bool:

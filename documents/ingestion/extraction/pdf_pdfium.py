@@ -109,6 +109,33 @@ class _Run:
         self.x0, self.x1, self.bottom, self.top = left, right, bottom, top
         self.last_left = left
         self.last_char = ""
+        self.last_index = index
+
+    def add(
+        self, char: str, index: int, size: float, box: tuple[float, float, float, float], *, spaced: bool
+    ) -> None:
+        left, right, bottom, top = box
+        self.gaps.append((left - self.x1) / size if self.chars else None)
+        self.spaced.append(spaced)
+        self.chars.append(char)
+        self.sizes.append(size)
+        self.x1 = max(self.x1, right)
+        self.bottom, self.top = min(self.bottom, bottom), max(self.top, top)
+        self.last_left, self.last_char, self.last_index = left, char, index
+
+
+def _spaced_before(raw: object, run: _Run, index: int, char: str, *, space: bool) -> bool:
+    """A space before the character: the PDF wrote one, or a sentence's end comes right before a
+    capital in another weight ("Market Purchases." in bold, then "Subject to ..." in the body's
+    font, drawn with no space between them: a bold run-in title ends there, and a word too)."""
+    if space:
+        return True
+    return (
+        run.last_char == "."
+        and char.isupper()
+        and bool(run.chars)
+        and _is_bold(raw, run.last_index) != _is_bold(raw, index)
+    )
 
 
 def _read_page(page: pdfium.PdfPage) -> PdfPage:
@@ -153,15 +180,13 @@ def _read_page(page: pdfium.PdfPage) -> PdfPage:
                     run = None
             if run is None:
                 run = _Run(index, left, right, bottom, top)
-                run.gaps.append(None)
-            else:
-                run.gaps.append((left - run.x1) / size)
-            run.spaced.append(space)
-            run.chars.append(char)
-            run.sizes.append(size)
-            run.x1 = max(run.x1, right)
-            run.bottom, run.top = min(run.bottom, bottom), max(run.top, top)
-            run.last_left, run.last_char = left, char
+            run.add(
+                char,
+                index,
+                size,
+                (left, right, bottom, top),
+                spaced=_spaced_before(raw, run, index, char, space=space),
+            )
             space = False
             ink += 1
         _close(run, raw, segments)

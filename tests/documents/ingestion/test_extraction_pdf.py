@@ -222,3 +222,126 @@ def test_a_bold_heading_a_little_larger_than_the_body_is_a_heading() -> None:
     hints = [(hint.level, hint.title) for hint in extracted.headings]
     assert hints == [(1, "Annual Report"), (2, "Revenue"), (3, "Product Sales"), (3, "Services Revenue")]
     assert "### Product Sales\n\nProduct sales rose" in extracted.text
+
+
+_FULL_LINE = "the supplier shall deliver the goods to the buyer at the agreed place and the agreed"
+
+
+def _prose_page(pdf: files.FPDF, *, last: str) -> None:
+    """A page of 11 pt prose at a 13 pt pitch, full lines, the last of them ``last``."""
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    files.draw_lines(pdf, [_FULL_LINE] * 30 + [last], pitch=13)
+
+
+def _centred(pdf: files.FPDF, y: float, text: str) -> None:
+    """``text`` centred on the prose's lines (11 pt, from x = 72)."""
+    pdf.text(72 + (pdf.get_string_width(_FULL_LINE) - pdf.get_string_width(text)) / 2, y, text)
+
+
+def test_a_page_of_few_widely_spaced_lines_keeps_its_titles_apart_from_its_text() -> None:
+    """An attachment's page of a few lines set 20 pt apart has no usual pitch of its own (every
+    step is as wide): against the document's usual 13 pt, its title lines and its sentence are
+    paragraphs apart. The two centred bold title lines stay one title."""
+    pdf = files.pdf_document()
+    _prose_page(pdf, last="time.")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 11)
+    _centred(pdf, 100, "SCHEDULE 4")
+    _centred(pdf, 120, "RENDERINGS OF RIGHTS")
+    pdf.set_font("Helvetica", "", 11)
+    pdf.text(72, 140, "The attached renderings show the branded areas.")
+    pdf.text(72, 160, "Short list item")
+    pdf.text(72, 180, "Another list item")
+    text = extract(bytes(pdf.output()), filename="schedule.pdf").text
+    assert "SCHEDULE 4 RENDERINGS OF RIGHTS\n\nThe attached renderings" in text
+    assert "branded areas.\n\nShort list item\n\nAnother list item" in text
+
+
+def test_a_page_that_opens_on_a_centred_line_starts_a_paragraph() -> None:
+    """The last page's last line runs on (no period, a full line), but the next page opens on a
+    centred title: an attachment's, not the rest of that sentence."""
+    pdf = files.pdf_document()
+    _prose_page(pdf, last="the supplier shall deliver the goods to the buyer at the agreed place and the")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    _centred(pdf, 100, "Exhibit B")
+    _centred(pdf, 113, "Product Prices")
+    files.draw_lines(pdf, ["The prices of the products are those of the list below, in dollars."], top=126)
+    text = extract(bytes(pdf.output()), filename="exhibit.pdf").text
+    assert "agreed place and the\n\nExhibit B Product Prices" in text
+
+
+def test_a_bold_run_in_title_drawn_against_its_sentence_ends_with_a_space() -> None:
+    """ "Market Purchases." in bold, then "Subject to ..." in the body's font with no space drawn
+    between them: the change of weight after the period is a word space. Within one weight,
+    "No.5" stays as drawn."""
+    pdf = files.pdf_document()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 11)
+    title = "3.1 Market Purchases."
+    pdf.text(72, 100, title)
+    width = pdf.get_string_width(title)
+    pdf.set_font("Helvetica", "", 11)
+    pdf.text(72 + width, 100, "Subject to the law, the buyer may purchase shares. See Form No.5 attached.")
+    text = extract(bytes(pdf.output()), filename="runin.pdf").text
+    assert "3.1 Market Purchases. Subject to the law" in text
+    assert "Form No.5" in text
+
+
+def test_a_line_in_another_size_starts_a_paragraph() -> None:
+    """A table's header row in 8 pt, then a bold category row in the body's 11 pt at the same
+    pitch: a paragraph is set in one size, so the bold row stands apart (a heading)."""
+    pdf = files.pdf_document()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    y = files.draw_lines(pdf, [files.BODY[:80], files.BODY[80:]], pitch=13)
+    pdf.set_font("Helvetica", "B", 8)
+    pdf.text(72, y, "Service Name")
+    pdf.text(300, y, "Monthly Fee")
+    pdf.set_font("Helvetica", "B", 11)
+    pdf.text(72, y + 12, "Service Category: Hosting")
+    pdf.set_font("Helvetica", "", 11)
+    files.draw_lines(pdf, ["Hosting of the shared systems in the data centre."], top=y + 40)
+    extracted = extract(bytes(pdf.output()), filename="table.pdf")
+    assert "Service Name Monthly Fee\n\n" in extracted.text
+    assert [hint.title for hint in extracted.headings] == ["Service Category: Hosting"]
+
+
+def test_a_bold_title_wrapped_over_two_lines_is_a_heading_but_not_with_the_next_number() -> None:
+    """ "Term Sheet" / "Remarketing Preferred Securities" in bold, then plain text at the same
+    pitch: one heading over two lines. A bold "3.1 Upfront Payment" under a bold "3. License
+    Fees" (numbers set apart from their titles) is a heading of its own, never the rest of the
+    title above it."""
+    pdf = files.pdf_document()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    y = files.draw_lines(pdf, [files.BODY[:80], files.BODY[80:]], pitch=13) + 13
+    for bold, number, line in (
+        (True, "", "Term Sheet"),
+        (True, "", "Remarketing Preferred Securities"),
+        (False, "", "Issuer: the trust named in the prospectus, for all the securities."),
+        (True, "3.", "License Fees"),
+        (True, "3.1", "Upfront Payment"),
+        (False, "", "The licensee pays the fee within twenty days of signature."),
+    ):
+        pdf.set_font("Helvetica", "B" if bold else "", 11)
+        y += 13 if number != "3." else 26
+        pdf.text(72, y, number)
+        pdf.text(110 if number else 72, y, line)
+    extracted = extract(bytes(pdf.output()), filename="terms.pdf")
+    titles = [hint.title for hint in extracted.headings]
+    assert titles[0] == "Term Sheet Remarketing Preferred Securities"
+    assert not any("License" in title and "3.1" in title for title in titles)
+
+
+def test_a_page_that_opens_in_lower_case_goes_on_with_the_sentence_wherever_it_stands() -> None:
+    """A short indented line that happens to fall in the middle of a narrow column, but opens in
+    lower case: the rest of the last page's sentence, not a title."""
+    pdf = files.pdf_document()
+    _prose_page(pdf, last="the supplier shall deliver the goods to the buyer at the agreed place and the")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    _centred(pdf, 100, "written consent of the buyer.")
+    text = extract(bytes(pdf.output()), filename="continued.pdf").text
+    assert "agreed place and the written consent of the buyer." in text

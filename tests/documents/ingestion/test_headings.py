@@ -684,3 +684,87 @@ def test_a_schedules_parts_numbered_by_a_code_are_headings_one_run_per_code() ->
     assert ranks["EXHIBIT A TRANSITION SERVICES"] < ranks["Section G1: IT Services"]
     # A mention in a sentence has no colon: no heading.
     assert sum(title.startswith("Section G1") for title in ranks) == 1
+
+
+def test_a_bold_title_under_an_attachments_label_is_its_title_not_a_part_of_it() -> None:
+    """ "SCHEDULE 3" in plain capitals, the title in bold under it: one attachment, titled by both."""
+    text = (
+        f"1. Scope\n\n{BODY} {BODY}\n\n2. Price\n\n{BODY} {BODY}\n\nSCHEDULE 3\n\n# JURISDICTIONS OF QUALIFICATION\n\n"
+        "The company is qualified in Alabama, California and Florida.\n"
+    )
+    marks = frozenset([text.index("# JURISDICTIONS")])
+    _titles, headings = detect_headings(text, font_heading_starts=marks)
+    assert [heading.title for heading in headings] == [
+        "1. Scope",
+        "2. Price",
+        "SCHEDULE 3 JURISDICTIONS OF QUALIFICATION",
+    ]
+
+
+def test_a_numbered_line_the_font_sets_apart_is_titled_by_the_whole_line() -> None:
+    """ "9.1 Development costs & prices" does not read as a title by its words (few capitals), but
+    the font set it apart as a heading line; a bold sentence ("9.4 Ongoing support of the team.")
+    stays untitled."""
+    text = (
+        f"9. PRICES\n\n{BODY}\n\n## 9.1 Development costs & prices for Hosting Services\n\n{BODY}\n\n"
+        f"## 9.2 Laboratory Controls-N/A\n\n## 9.3 Charging\n\n{BODY}\n\n"
+        f"## 9.4 Ongoing support of the team.\n\n{BODY}\n\n10. NOTICES\n\n{BODY}\n"
+    )
+    marks = frozenset(match.start() for match in re.finditer("## ", text))
+    _titles, headings = detect_headings(text, font_heading_starts=marks)
+    titles = {heading.label: heading.title for heading in headings}
+    assert titles["9.1"] == "9.1 Development costs & prices for Hosting Services"
+    assert titles["9.2"] == "9.2 Laboratory Controls-N/A"
+    assert titles["9.3"] == "9.3 Charging"
+    assert titles.get("9.4", "") == ""
+
+
+def test_run_in_titles_may_list_words_with_commas_and_stand_alone_on_their_line() -> None:
+    """ "Binding Nature, Assignment, and Subcontracting." runs into its sentence; "Termination
+    Assistance." stands alone above its text. A company's "ACME GROUP, INC." is no title."""
+    text = (
+        f"ARTICLE I LICENSE\n\nGrant of License. {BODY}\n\nProprietary Markings. {BODY}\n\n"
+        f"ARTICLE II SERVICES\n\nTermination Assistance.\n\n{BODY}\n\n"
+        f"Binding Nature, Assignment, and Subcontracting. {BODY}\n\n"
+        f"ACME GROUP, INC. By: its manager\n\nAndrew B.\n\n{BODY}\n"
+    )
+    assert [heading.title for heading in _headings(text)] == [
+        "ARTICLE I LICENSE",
+        "Grant of License",
+        "Proprietary Markings",
+        "ARTICLE II SERVICES",
+        "Termination Assistance",
+        "Binding Nature, Assignment, and Subcontracting",
+    ]
+
+
+def test_a_font_heading_whose_code_extends_a_coded_part_is_a_part_of_it() -> None:
+    """ "G1.1 IT Service Category" in bold under "Section G1: IT Services": a part of G1, and
+    "Section G2" comes back up beside G1."""
+    body = "".join(f"{n}. {name}\n\n{BODY}\n\n" for n, name in enumerate(["Scope", "Price", "Term"], 1))
+    text = (
+        f"Intro.\n\n{body}EXHIBIT A TRANSITION SERVICES\n\nSection G1: IT Services\n\n{BODY}\n\n"
+        f"# G1.1 IT Service Category: Hosting\n\n{BODY}\n\n# G1.2 IT Service Category: Support\n\n{BODY}\n\n"
+        f"Section G2: HR Services\n\n{BODY}\n"
+    )
+    marks = frozenset(match.start() for match in re.finditer("# ", text))
+    _titles, headings = detect_headings(text, font_heading_starts=marks)
+    ranks = {heading.title: heading.rank for heading in headings}
+    assert ranks["Section G1: IT Services"] == ranks["Section G2: HR Services"]
+    assert ranks["Section G1: IT Services"] < ranks["G1.1 IT Service Category: Hosting"]
+    assert ranks["G1.1 IT Service Category: Hosting"] == ranks["G1.2 IT Service Category: Support"]
+
+
+def test_a_capitalised_title_that_opens_with_the_is_still_a_title() -> None:
+    """ "A. The Company's Business. The Company sells ..." is titled; "3.1 The Joint Venture will
+    be managed ..." opens its sentence, and "3.2 The Buyer. pays" no capitalised one."""
+    text = (
+        f"Intro.\n\nRECITALS\n\nA. The Company's Business. The Company sells pumps. {BODY}\n\n"
+        f"B. The Distributor's Objectives. The Distributor resells them. {BODY}\n\n"
+        f"1. SCOPE\n\n{BODY}\n\n3. TERMS\n\n3.1 The Joint Venture will be managed by a board. {BODY}\n\n"
+        f"3.2 The Buyer. pays the price in full. {BODY}\n"
+    )
+    titles = {heading.label: heading.title for heading in _headings(text)}
+    assert titles["A."] == "A. The Company's Business"
+    assert titles["B."] == "B. The Distributor's Objectives"
+    assert titles.get("3.1", "") == titles.get("3.2", "") == ""
