@@ -62,9 +62,9 @@ def is_titleish(candidate: str, *, max_words: int, min_ratio: float = 0.75) -> b
 
 def clean_title(raw: str) -> str:
     """A heading or title line without markup and edge punctuation, shortened for display."""
-    # A heading's "#" marks go (the opening run, a closing one after a blank); a "#" inside the
-    # title's words stays ("C# Basics"): extraction writes headings as markdown, no other "#".
-    title = re.sub(r"^[ \t]{0,3}#{1,6}(?=[ \t]|$)|(?<=[ \t])#+[ \t]*$", " ", raw)
+    # A heading's "#" marks go (a run of them standing as a word: the opening one, a closing one,
+    # one of a line joined to the title); a "#" inside the title's words stays ("C# Basics").
+    title = re.sub(r"(?<!\S)#+(?!\S)", " ", raw)
     title = re.sub(r"[*_`]+|\\$", " ", title)
     title = re.sub(r"\s+", " ", title).strip(" .:;,-\u2013\u2014[]")
     return shorten(title, TITLE_CHARS)
