@@ -208,6 +208,12 @@ def register(subparsers: Any) -> None:
         "beside it (--queries-file, repeatable, in the order of --docs); time, tokens and fallbacks",
     )
     cost.add_argument("--queries-file", action="append", type=Path, default=[], help="with --real-llm")
+    cost.add_argument(
+        "--local-model",
+        default="",
+        help="with --real-llm: which local model (gemma-3-270m, smollm2-135m; default: "
+        "OPENFABLE_LOCAL_LLM_MODEL)",
+    )
     cost.set_defaults(handler=_handle_bench_cost)
 
     extract = subparsers.add_parser(
@@ -561,6 +567,7 @@ def _bench_cost_real(options: dict[str, Any], budget: int) -> str:
         ingest_limit=options["ingest_limit"],
         queries=options["queries"],
         budget=budget,
+        local_model=options.get("local_model") or "",
         log=_log,
     )
     if options.get("json_path"):
