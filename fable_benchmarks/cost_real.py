@@ -73,12 +73,12 @@ def bench_cost_real(
     return report
 
 
-def local_model_choice(name: str) -> str:
+def local_model_choice(name: str, *, flag: str = "--local-model") -> str:
     """The alias of the local model ``name`` (empty: OPENFABLE_LOCAL_LLM_MODEL's), or BenchInputError."""
     try:
         return local_llm.model_named(name or str(settings.LOCAL_LLM_MODEL)).alias
     except local_llm.UnknownModelError as error:
-        raise BenchInputError(f"--local-model: {error}") from None
+        raise BenchInputError(f"{flag}: {error}") from None
 
 
 @contextmanager
