@@ -1,6 +1,6 @@
 """The benchmark subcommands (`python -m fable_benchmarks ...`): `bench-ingest` (and `bench-ingest-large`),
 `bench-retrieval` (and `bench-plot`, its chart from a saved report), `bench-latency`, `bench-load`,
-`bench-cost`, `bench-extract`, `bench-ocr`, `bench-broker`, `bench-structure`.
+`bench-cost`, `bench-local-models`, `bench-extract`, `bench-ocr`, `bench-broker`, `bench-structure`.
 
 They print markdown tables (``--json PATH`` writes the same numbers). Registered into the
 benchmarks' own command (``fable_benchmarks.command.BenchCommand``, the product's `openfable`
@@ -208,7 +208,41 @@ def register(subparsers: Any) -> None:
         "beside it (--queries-file, repeatable, in the order of --docs); time, tokens and fallbacks",
     )
     cost.add_argument("--queries-file", action="append", type=Path, default=[], help="with --real-llm")
+    cost.add_argument(
+        "--local-model",
+        default="",
+        help="with --real-llm: which local model (gemma-3-270m, smollm2-135m; default: "
+        "OPENFABLE_LOCAL_LLM_MODEL)",
+    )
     cost.set_defaults(handler=_handle_bench_cost)
+
+    models = subparsers.add_parser(
+        "bench-local-models",
+        help="the local models on the engine's own prompts: valid JSON, shape, ids offered, tokens, speed",
+    )
+    models.add_argument(
+        "--docs", action="append", required=True, type=Path, help="documents JSONL (repeatable)"
+    )
+    models.add_argument(
+        "--queries-file",
+        action="append",
+        required=True,
+        type=Path,
+        help="the queries JSONL of each --docs file, in the same order",
+    )
+    models.add_argument(
+        "--models",
+        default="gemma-3-270m,smollm2-135m",
+        help="comma-separated local models (openfable.local_llm.MODELS)",
+    )
+    models.add_argument("--documents", type=int, default=3, help="shortest documents per file (default 3)")
+    models.add_argument("--queries", type=int, default=2, help="bipath queries per file (default 2)")
+    models.add_argument("--budget", type=int, default=2000, help="token budget of each query")
+    models.add_argument(
+        "--base-url", default="", help="measure the server already running here (--models: its name)"
+    )
+    models.add_argument("--json", dest="json_path", type=Path, help="also write every answer here")
+    models.set_defaults(handler=_handle_bench_local_models)
 
     extract = subparsers.add_parser(
         "bench-extract",
@@ -561,11 +595,35 @@ def _bench_cost_real(options: dict[str, Any], budget: int) -> str:
         ingest_limit=options["ingest_limit"],
         queries=options["queries"],
         budget=budget,
+        local_model=options.get("local_model") or "",
         log=_log,
     )
     if options.get("json_path"):
         write_json(report, options["json_path"])
     return json.dumps(report, indent=2)
+
+
+def _handle_bench_local_models(options: dict[str, Any]) -> str:
+    from fable_benchmarks.local_models import bench_local_models
+    from fable_benchmarks.report import format_local_models
+
+    _check_files("docs", options["docs"])
+    _check_files("queries-file", options["queries_file"])
+    if len(options["queries_file"]) != len(options["docs"]):
+        raise BenchInputError("give one --queries-file per --docs file, in the same order")
+    if options["documents"] < 1 or options["queries"] < 1:
+        raise BenchInputError("--documents and --queries must be at least 1")
+    report = bench_local_models(
+        datasets=list(zip(options["docs"], options["queries_file"], strict=True)),
+        models=_comma_list(options["models"]),
+        documents=options["documents"],
+        queries=options["queries"],
+        budget=_parse_budgets(str(options["budget"]))[0],
+        base_url=options["base_url"],
+        log=_log,
+    )
+    _save_json(options, report)
+    return format_local_models(report)
 
 
 def _handle_bench_cost(options: dict[str, Any]) -> str:

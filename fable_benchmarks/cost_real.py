@@ -3,7 +3,8 @@
 ``bench-cost`` measures tokens against a scripted model that always answers well. This one points
 the product's client at a real one, the local model ``OPENFABLE_LLM=local`` serves (Gemma 3 270M
 through llama-cpp-python, started here from ``openfable.local_llm`` on a port of its own), and
-measures what that costs on this machine: per document indexed by the LLM builder and per
+measures what that costs on this machine (``local_model``: which of ``local_llm.MODELS``, by default
+``OPENFABLE_LOCAL_LLM_MODEL``): per document indexed by the LLM builder and per
 ``bipath`` query, the calls, input and output tokens (from the ``usage`` the server returned),
 wall time per call and per query, and every fallback the model caused (``openfable.llm.fallbacks``).
 
@@ -50,16 +51,18 @@ def bench_cost_real(
     ingest_limit: int = 2,
     queries: int = 5,
     budget: int = 2000,
+    local_model: str = "",
     log: Log | None = None,
 ) -> dict[str, Any]:
     """``datasets``: (documents JSONL, queries JSONL) pairs."""
     say: Log = log or (lambda message: None)
+    chosen = local_model_choice(local_model)
     # A model name of this run's own: no answer cached by an earlier run is reused, and the rows
     # this run writes are never asked for again: those made while it ran are deleted at the end.
-    alias = f"{local_llm.MODEL_ALIAS}-bench-{uuid.uuid4().hex[:8]}"
+    alias = f"{chosen}-bench-{uuid.uuid4().hex[:8]}"
     started = timezone.now()
-    with _local_model(alias, say) as url, _pointed_at(alias, url):
-        report: dict[str, Any] = {"model": local_llm.MODEL_ALIAS, "base_url": url, "budget": budget}
+    with local_model_server(chosen, alias, say) as url, _pointed_at(alias, url):
+        report: dict[str, Any] = {"model": chosen, "base_url": url, "budget": budget}
         try:
             report["datasets"] = [
                 _dataset(docs, queries_path, limit=ingest_limit, queries=queries, budget=budget, say=say)
@@ -70,12 +73,22 @@ def bench_cost_real(
     return report
 
 
+def local_model_choice(name: str, *, flag: str = "--local-model") -> str:
+    """The alias of the local model ``name`` (empty: OPENFABLE_LOCAL_LLM_MODEL's), or BenchInputError."""
+    try:
+        return local_llm.model_named(name or str(settings.LOCAL_LLM_MODEL)).alias
+    except local_llm.UnknownModelError as error:
+        raise BenchInputError(f"{flag}: {error}") from None
+
+
 @contextmanager
-def _local_model(alias: str, say: Log) -> Iterator[str]:
-    missing = local_llm.missing_packages()
+def local_model_server(name: str, alias: str, say: Log) -> Iterator[str]:
+    """The local model ``name`` served as ``OPENFABLE_LLM=local`` serves it (answering to
+    ``alias``), on a free port, for the block: its base URL."""
+    missing = local_llm.missing_packages(name)
     if missing:
-        raise BenchInputError(f"--real-llm needs {', '.join(missing)}: run make local-llm")
-    model = local_llm.ensure_model(Path(settings.DATA_DIR))
+        raise BenchInputError(f"the local model {name} needs {', '.join(missing)}: run make local-llm")
+    model = local_llm.ensure_model(Path(settings.DATA_DIR), name)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
@@ -90,7 +103,7 @@ def _local_model(alias: str, say: Log) -> Iterator[str]:
     try:
         if not local_llm.wait_until_ready(url, timeout_s=120):
             raise BenchInputError("the local model server did not answer within 120 s")
-        say(f"local model at {url}")
+        say(f"local model {name} at {url}")
         yield url
     finally:
         server.terminate()

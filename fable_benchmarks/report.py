@@ -534,3 +534,34 @@ def _cost_notes(report: dict[str, Any]) -> list[str]:
         )
     lines.append(f"LLM cache rows of this run deleted: {report.get('cache_rows_deleted', 0)}.")
     return lines
+
+
+# -- bench-local-models --------------------------------------------------------------------------
+
+LOCAL_MODELS_HEADER = (
+    "model", "prompts", "calls", "valid JSON %", "asked shape %", "ids offered %",
+    "answer tokens (mean / max)", "s per call (p50 / max)",
+)  # fmt: skip
+
+
+def format_local_models(report: dict[str, Any]) -> str:
+    """One row per model and kind of prompt, then the model's total."""
+    rows = []
+    for measured in report["models"]:
+        kinds = [*measured["by_kind"].items(), ("all", measured["all"])]
+        rows += [_local_model_row(measured["model"], kind, shares) for kind, shares in kinds]
+    return "\n".join(markdown_table(LOCAL_MODELS_HEADER, rows))
+
+
+def _local_model_row(model: str, kind: str, shares: dict[str, Any]) -> list[str]:
+    offered = shares["offered"]
+    return [
+        model,
+        kind,
+        str(shares["calls"]),
+        percent(shares["valid_json"]),
+        percent(shares["shaped"]),
+        "-" if offered is None else f"{percent(offered)} ({shares['named']})",
+        f"{shares['answer_tokens_mean']:.0f} / {shares['answer_tokens_max']}",
+        f"{shares['seconds_p50']:.1f} / {shares['seconds_max']:.1f}",
+    ]

@@ -205,10 +205,11 @@ def _local_model_command(python: str) -> list[str]:
     """The local model's server (``openfable.local_llm``), the model assembled first if need be."""
     from django.conf import settings
 
-    model = local_llm.ensure_model(settings.DATA_DIR)
+    model = local_llm.ensure_model(settings.DATA_DIR, settings.LOCAL_LLM_MODEL)
     return local_llm.server_command(
         python,
         model=model,
+        alias=settings.LOCAL_LLM_MODEL,
         port=settings.LOCAL_LLM_PORT,
         threads=settings.LOCAL_LLM_THREADS,
         context=max(local_llm.DEFAULT_CONTEXT, settings.LLM_CONTEXT_WINDOW),
@@ -217,8 +218,10 @@ def _local_model_command(python: str) -> list[str]:
 
 def _say_when_model_ready(url: str) -> None:
     # The web server and the worker do not wait for it: a call made while it loads is retried.
+    from django.conf import settings
+
     if local_llm.wait_until_ready(url, timeout_s=60):
-        print(f"The local model answers at {url} ({local_llm.MODEL_ALIAS}).", flush=True)
+        print(f"The local model answers at {url} ({settings.LOCAL_LLM_MODEL}).", flush=True)
     else:
         print(f"The local model did not answer at {url} within 60 s; its output above says why.", flush=True)
 

@@ -237,7 +237,9 @@ CELERY_TASK_ALWAYS_EAGER = env.boolean("CELERY_EAGER", False)
 LOCAL_LLM = env.choice("LLM", "none", ("none", "local")) == "local"
 LOCAL_LLM_PORT = env.integer("LOCAL_LLM_PORT", local_llm.DEFAULT_PORT, minimum=1, maximum=65535)
 LOCAL_LLM_THREADS = env.integer("LOCAL_LLM_THREADS", min(4, os.cpu_count() or 1), minimum=1, maximum=256)
-LLM_MODEL = env.string("LLM_MODEL", local_llm.MODEL_ALIAS if LOCAL_LLM else "")
+# Which model it serves (openfable.local_llm.MODELS); a name not there is reported with the others.
+LOCAL_LLM_MODEL = env.choice("LOCAL_LLM_MODEL", local_llm.DEFAULT_MODEL, tuple(local_llm.MODELS))
+LLM_MODEL = env.string("LLM_MODEL", LOCAL_LLM_MODEL if LOCAL_LLM else "")
 LLM_BASE_URL = env.string("LLM_BASE_URL", local_llm.base_url(LOCAL_LLM_PORT) if LOCAL_LLM else "")
 LLM_API_KEY = env.string("LLM_API_KEY")
 # The local server answers one request at a time, slowly: a long wait is not a failure there.

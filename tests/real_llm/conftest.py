@@ -61,10 +61,11 @@ def local_model_url() -> Iterator[str]:
         pytest.fail(f"the real-model tests need {', '.join(_MISSING)}: run make local-llm", pytrace=False)
     from django.conf import settings
 
-    model = local_llm.ensure_model(Path(settings.DATA_DIR))
+    name = settings.LOCAL_LLM_MODEL  # OPENFABLE_LOCAL_LLM_MODEL: the default, or the one asked for
+    model = local_llm.ensure_model(Path(settings.DATA_DIR), name)
     port = _free_port()
     log_path = Path(settings.DATA_DIR) / "models" / "test-server.log"
-    command = local_llm.server_command(sys.executable, model=model, port=port, threads=2)
+    command = local_llm.server_command(sys.executable, model=model, port=port, threads=2, alias=name)
     with log_path.open("w") as log:
         server = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=local_llm.server_environment()
@@ -91,7 +92,7 @@ def local_model_url() -> Iterator[str]:
 @pytest.fixture
 def real_llm(settings: SettingsWrapper, local_model_url: str) -> str:
     """The LLM settings pointed at the local model, as OPENFABLE_LLM=local sets them."""
-    settings.LLM_MODEL = local_llm.MODEL_ALIAS
+    settings.LLM_MODEL = settings.LOCAL_LLM_MODEL
     settings.LLM_BASE_URL = local_model_url
     settings.LLM_API_KEY = ""
     settings.LLM_MAX_CONCURRENCY = 1
