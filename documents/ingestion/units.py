@@ -45,6 +45,8 @@ _RUNAWAY_FACTOR = 4
 # repeats at least this often, numbers aside (each page's "Page 3 of 12", a filing's source line).
 _FURNITURE_CHARS = 120
 _FURNITURE_REPEATS = 3
+# ... most of the times at least this far apart: a page holds a few thousand characters of text.
+_FURNITURE_SPACING_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -143,19 +145,30 @@ def _no_words(piece: str) -> bool:
 
 def _page_furniture(text: str, units: list[TextUnit], heading_at: dict[int, Heading]) -> set[int]:
     """Starts of the units that are a running page header or footer: a short line, no heading,
-    that comes again and again with only its numbers changed ("Source: ACME INC, 8-K, 6/17/2019",
-    "Page 3 of 12"). A passage of its own, it is evidence of nothing and its vector matches no
-    question; glued to its neighbour it costs a few tokens there."""
+    that comes again page after page with only its numbers changed ("Source: ACME INC, 8-K,
+    6/17/2019", "Page 3 of 12"). A passage of its own, it is evidence of nothing and its vector
+    matches no question; glued to its neighbour it costs a few tokens there. A line repeated
+    closer together ("Not applicable." under each heading of a form, a table's rows) is text."""
     starts_by_line: dict[str, list[int]] = {}
     for unit in units:
         piece = text[unit.start : unit.end].strip()
         if unit.start in heading_at or len(piece) > _FURNITURE_CHARS or "\n" in piece:
             continue
-        line = re.sub(r"\d+", "0", " ".join(piece.split()))
-        starts_by_line.setdefault(line, []).append(unit.start)
+        if len(re.findall(r"[^\W\d_]{2,}", piece)) < 2:
+            continue  # a rule or a page number alone is junk already; one word is a label
+        starts_by_line.setdefault(re.sub(r"\d+", "0", " ".join(piece.split())), []).append(unit.start)
     return {
-        start for starts in starts_by_line.values() if len(starts) >= _FURNITURE_REPEATS for start in starts
+        start
+        for starts in starts_by_line.values()
+        if len(starts) >= _FURNITURE_REPEATS and _a_page_apart(starts)
+        for start in starts
     }
+
+
+def _a_page_apart(starts: list[int]) -> bool:
+    """Most of the repeats a page apart (a short page, a signature page, may bring two closer)."""
+    gaps = sorted(later - earlier for earlier, later in itertools.pairwise(starts))
+    return gaps[len(gaps) // 2] >= _FURNITURE_SPACING_CHARS
 
 
 def _unit_pieces(

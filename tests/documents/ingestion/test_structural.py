@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from documents.ingestion.sentences import split_sentences
 from documents.ingestion.structural import build_structural_tree
 from documents.ingestion.tree import LEAF, ROOT, SECTION, TreeNode, check_tree
+from documents.ingestion.units import LeafParams, _page_furniture, make_units
 
 if TYPE_CHECKING:
     import tiktoken
@@ -439,20 +440,34 @@ def test_runaway_sentence_is_cut_at_whitespace_and_ordinary_long_ones_are_not() 
 
 def test_a_running_page_footer_is_never_a_passage_of_its_own() -> None:
     # A filing's source line closes every page of the text, its date aside; once a paragraph
-    # ends a page it stood alone, a passage that matched no question.
-    pages = [
-        f"{n}. Clause {n}.\n\nThe supplier shall deliver lot {n} of the pumps within {n + 3} days of the "
-        f"order, and a late lot costs {n} percent of its price for each week of delay.\n\n"
-        f"Source: ACME HOLDINGS INC, 8-K, 6/{n}/2019\n\n\n"
-        for n in range(1, 6)
-    ]
-    text = "".join(pages)
+    # ended a page it stood alone, a passage that matched no question.
+    def page(n: int) -> str:
+        body = " ".join(
+            f"The supplier shall deliver lot {n}.{k} of the pumps within {n + k} days of the order, and a "
+            f"late lot costs {k} percent of its price for each week of delay."
+            for k in range(1, 4)
+        )
+        return f"{n}. Clause {n}.\n\n{body}\n\n{body}\n\n{body}\n\nSource: ACME HOLDINGS INC, 8-K, 6/{n}/2019\n\n\n"
+
+    text = "".join(page(n) for n in range(1, 6))
     root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens)
     check_tree(root, text)
     chunks = [text[leaf.start_char : leaf.end_char].strip() for leaf in root.leaves()]
     assert not [chunk for chunk in chunks if chunk.startswith("Source:")], chunks
     assert sum("Source: ACME" in chunk for chunk in chunks) == 5  # still there, inside a passage
     assert [section.title for section in _sections(root)] == [f"{n}. Clause {n}" for n in range(1, 6)]
+
+
+def test_a_short_line_repeated_close_together_is_text_not_a_page_footer() -> None:
+    form = "".join(
+        f"The {field} were checked at the bedside today.\n\nNot applicable, as the patient was stable.\n\n"
+        for field in ("Consultation Records", "Handover Records", "Invasive Procedures", "Critical Notices")
+    )
+    root = build_structural_tree(form, embed=hashing_embed, count_tokens=count_tokens)
+    check_tree(root, form)
+    units = make_units(form, [], [], count_tokens, LeafParams(200, 120, 40, 8))
+    assert sum(form[unit.start : unit.end].startswith("Not applicable") for unit in units) == 4
+    assert _page_furniture(form, units, {}) == set()
 
 
 def test_blank_text_gets_a_single_leaf() -> None:
