@@ -43,21 +43,42 @@ def word_set(text: str) -> frozenset[str]:
 SMALL_WORDS = word_set("a an and as at by for in of on or the to with from into under upon its")
 
 
+# A word of a title: a letter, then word characters, apostrophes and hyphens ("Buyer's", "Co-Op").
+_TITLE_WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
+# What a title may open with besides a capital or a digit: a bracket or a quote ("(a) Scope").
+_TITLE_OPENERS = "[(\"'\u201c"
+# The small words a title never ends on ("Terms of", "Supply and"): all but "in" and "on".
+_OPEN_ENDINGS = SMALL_WORDS - {"in", "on"}
+
+
 def is_titleish(candidate: str, *, max_words: int, min_ratio: float = 0.75) -> bool:
     """Short, and mostly capitalised words: a heading, not the first words of a sentence."""
-    words = re.findall(r"[^\W\d_][\w'\u2019-]*", candidate)
-    if not words or len(candidate.split()) > max_words or len(candidate) > 100:
-        return False
-    if not (candidate[0].isupper() or candidate[0].isdigit() or candidate[0] in "[(\"'\u201c"):
+    words = _TITLE_WORD.findall(candidate)
+    if not words or not _title_sized(candidate, max_words) or not _opens_like_title(candidate):
         return False
     content = [word for word in words if word.lower() not in SMALL_WORDS]
     if not content:
         return False
-    capitalised = sum(1 for word in content if word[0].isupper())
-    # A title does not end on "of" or "the" ("Terms of"), but may on a number ("Priorities for 2024").
+    return _capitalised_share(content) >= min_ratio and not _ends_open(candidate, words)
+
+
+def _title_sized(candidate: str, max_words: int) -> bool:
+    return len(candidate.split()) <= max_words and len(candidate) <= 100
+
+
+def _opens_like_title(candidate: str) -> bool:
+    first = candidate[0]
+    return first.isupper() or first.isdigit() or first in _TITLE_OPENERS
+
+
+def _capitalised_share(words: list[str]) -> float:
+    return sum(1 for word in words if word[0].isupper()) / len(words)
+
+
+def _ends_open(candidate: str, words: list[str]) -> bool:
+    """Ends on a small word ("Terms of"), not on a number after it ("Priorities for 2024")."""
     last = candidate.split()[-1].strip(".,:;)")
-    ends_open = words[-1].lower() in SMALL_WORDS - {"in", "on"} and not last[:1].isdigit()
-    return capitalised / len(content) >= min_ratio and not ends_open
+    return words[-1].lower() in _OPEN_ENDINGS and not last[:1].isdigit()
 
 
 def clean_title(raw: str) -> str:

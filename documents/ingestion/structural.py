@@ -300,14 +300,9 @@ class StructuralTreeBuilder:
         if depth == 0:
             # The document's title line(s) are a passage of their own under the root, never the
             # opening of the preamble or of section 1.
-            titles = cursor
-            while (
-                titles < node.last and self.units[titles].heading_only and self.units[titles].heading is None
-            ):
-                titles += 1
-            first_part = node.children[0].first if node.children else node.last
-            if cursor < titles < first_part:
-                draft.children.append(Draft(cursor, titles))
+            titles = self._title_lines_end(node)
+            if node.first < titles:
+                draft.children.append(Draft(node.first, titles))
                 cursor = titles
         for child in node.children:
             if cursor < child.first:
@@ -319,6 +314,15 @@ class StructuralTreeBuilder:
                 cursor, node.last, depth, has_sections=bool(node.children), headed=headed
             )
         return draft
+
+    def _title_lines_end(self, node: _Outline) -> int:
+        """The end of the title lines (heading-only units without a heading) that open ``node``,
+        or its start when there are none or they reach its first part."""
+        titles = node.first
+        while titles < node.last and self.units[titles].heading_only and self.units[titles].heading is None:
+            titles += 1
+        first_part = node.children[0].first if node.children else node.last
+        return titles if titles < first_part else node.first
 
     def _run(self, first: int, last: int, depth: int, *, has_sections: bool, headed: bool) -> list[Draft]:
         """Leaves for units [first, last) under a node at ``depth``, grouped when there are many.
@@ -366,6 +370,17 @@ class StructuralTreeBuilder:
 
     def _group(self, leaves: list[Draft], depth: int, *, keep_single: bool) -> list[Draft]:
         """Cut a run of leaves into about sqrt(n) groups at low similarity; recurse when large."""
+        starts = self._group_starts(leaves)
+        if len(starts) == 1 and not keep_single:
+            return leaves
+        bounds = [*starts, len(leaves)]
+        return [
+            self._grouped(leaves[first:last], depth, keep_single=keep_single)
+            for first, last in itertools.pairwise(bounds)
+        ]
+
+    def _group_starts(self, leaves: list[Draft]) -> list[int]:
+        """The first leaf of each of about sqrt(n) groups, cut at low similarity."""
         group_count = max(1, round(math.sqrt(len(leaves))))
         sizes = [float(self._tokens(leaf.first, leaf.last)) for leaf in leaves]
         target = sum(sizes) / group_count
@@ -375,23 +390,19 @@ class StructuralTreeBuilder:
         ]
         # Sections are judged more by size than leaves are: a similarity dip between two
         # paragraphs should not make a section of one paragraph.
-        starts = segment(
+        return segment(
             sizes, costs, target=target, min_size=0.4 * target, max_size=2.5 * target, size_weight=3.0
         )
-        if len(starts) == 1 and not keep_single:
-            return leaves
-        bounds = [*starts, len(leaves)]
-        groups: list[Draft] = []
-        for index in range(len(starts)):
-            members = leaves[bounds[index] : bounds[index + 1]]
-            if len(members) == 1 and not keep_single:
-                groups.append(members[0])
-                continue
-            group = Draft(members[0].first, members[-1].last, children=members)
-            if depth < _MAX_INTERNAL_DEPTH and len(members) > self.params.max_leaves_per_group:
-                group.children = self._group(members, depth + 1, keep_single=False)
-            groups.append(group)
-        return groups
+
+    def _grouped(self, members: list[Draft], depth: int, *, keep_single: bool) -> Draft:
+        """One group of leaves as a node at ``depth`` (a lone leaf stays a leaf unless
+        ``keep_single``), grouped again when it holds too many."""
+        if len(members) == 1 and not keep_single:
+            return members[0]
+        group = Draft(members[0].first, members[-1].last, children=members)
+        if depth < _MAX_INTERNAL_DEPTH and len(members) > self.params.max_leaves_per_group:
+            group.children = self._group(members, depth + 1, keep_single=False)
+        return group
 
     def _group_break_cost(self, leaf: Draft) -> float:
         unit = self.units[leaf.first]

@@ -24,7 +24,13 @@ from documents.ingestion.segmentation import (
     WEAK_FAMILIES,
     segment,
 )
-from documents.ingestion.sentences import BREAK_PARAGRAPH, BREAK_SENTENCE, BREAK_WRAP, split_sentences
+from documents.ingestion.sentences import (
+    BREAK_PARAGRAPH,
+    BREAK_SENTENCE,
+    BREAK_WRAP,
+    SentenceSpan,
+    split_sentences,
+)
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 CountTokens = Callable[[str], int]
@@ -81,30 +87,59 @@ def make_units(
     params: LeafParams,
 ) -> list[TextUnit]:
     heading_at = {heading.start: heading for heading in headings}
-    cuts = sorted(heading_at)
+    units = _sentence_units(text, sorted(heading_at), count_tokens, params)
+    # Before the headings are read off: gluing a rule atop the document moves the first heading.
+    units = _absorb_junk(text, units, heading_at)
+    _mark_headings(text, units, heading_at, title_headings)
+    return units
+
+
+def _sentence_units(
+    text: str, cuts: list[int], count_tokens: CountTokens, params: LeafParams
+) -> list[TextUnit]:
+    """The sentences, each cut again where a heading in ``cuts`` (sorted) starts inside it."""
     units: list[TextUnit] = []
     cursor = 0
     for sentence in split_sentences(text):
-        pieces = [sentence.start]
-        while cursor < len(cuts) and cuts[cursor] < sentence.end:
-            if cuts[cursor] > sentence.start:
-                pieces.append(cuts[cursor])  # an inline heading: "... agree. 4. Confidentiality."
-            cursor += 1
-        pieces.append(sentence.end)
-        for index in range(len(pieces) - 1):
-            start, end = pieces[index], pieces[index + 1]
-            while end > start and text[end - 1].isspace():
-                end -= 1
+        pieces, cursor = _sentence_pieces(sentence, cuts, cursor)
+        for index, (start, end) in enumerate(itertools.pairwise(pieces)):
             strength = sentence.break_before if index == 0 else BREAK_SENTENCE
-            units.extend(_unit_pieces(text, start, end, strength, count_tokens, params))
-    units = _absorb_junk(text, units, heading_at)
+            units.extend(
+                _unit_pieces(text, start, _trimmed_end(text, start, end), strength, count_tokens, params)
+            )
+    return units
+
+
+def _sentence_pieces(sentence: SentenceSpan, cuts: list[int], cursor: int) -> tuple[list[int], int]:
+    """The bounds of the sentence's pieces, and the first of ``cuts`` from ``cursor`` on that
+    lies beyond it (the sentences come in order, so each cut is looked at once)."""
+    pieces = [sentence.start]
+    while cursor < len(cuts) and cuts[cursor] < sentence.end:
+        if cuts[cursor] > sentence.start:
+            pieces.append(cuts[cursor])  # an inline heading: "... agree. 4. Confidentiality."
+        cursor += 1
+    pieces.append(sentence.end)
+    return pieces, cursor
+
+
+def _trimmed_end(text: str, start: int, end: int) -> int:
+    """``end`` moved back over trailing whitespace, never before ``start``."""
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+def _mark_headings(
+    text: str, units: list[TextUnit], heading_at: dict[int, Heading], title_headings: list[Heading]
+) -> None:
+    """Give each unit the heading that starts it, and say whether it is nothing but a heading
+    line (or a title line from ``title_headings``)."""
     title_ends = {heading.start: heading.title_end for heading in title_headings}
     for unit in units:
         unit.heading = heading_at.get(unit.start)
         title_end = unit.heading.title_end if unit.heading is not None else title_ends.get(unit.start)
         # Nothing but the heading (and a rule under it): it stays with what follows.
         unit.heading_only = title_end is not None and not re.search(r"\w", text[title_end : unit.end])
-    return units
 
 
 def _absorb_junk(text: str, units: list[TextUnit], heading_at: dict[int, Heading]) -> list[TextUnit]:
@@ -113,27 +148,36 @@ def _absorb_junk(text: str, units: list[TextUnit], heading_at: dict[int, Heading
     dip that attracts a cut."""
     furniture = _page_furniture(text, units, heading_at)
     kept: list[TextUnit] = []
-    pending: TextUnit | None = None
+    pending: TextUnit | None = None  # junk before the first real unit, waiting for it
     for unit in units:
-        junk = unit.start not in heading_at and (
-            unit.start in furniture or _no_words(text[unit.start : unit.end])
-        )
-        if junk and kept:
-            kept[-1].end, kept[-1].tokens = unit.end, kept[-1].tokens + unit.tokens
-        elif junk:
-            pending = unit if pending is None else TextUnit(pending.start, unit.end, pending.break_before)
-        else:
+        if not _is_junk(text, unit, heading_at, furniture):
             if pending is not None:
-                if unit.start in heading_at:  # "---" atop the document: the first heading takes it
-                    heading = heading_at.pop(unit.start)
-                    heading.start = pending.start
-                    heading_at[heading.start] = heading
-                unit.start, unit.tokens = pending.start, unit.tokens + pending.tokens
+                _take_pending(unit, pending, heading_at)
             pending = None
             kept.append(unit)
+        elif kept:
+            kept[-1].end, kept[-1].tokens = unit.end, kept[-1].tokens + unit.tokens
+        else:
+            pending = unit if pending is None else TextUnit(pending.start, unit.end, pending.break_before)
     if pending is not None:
         kept.append(pending)
     return kept
+
+
+def _is_junk(text: str, unit: TextUnit, heading_at: dict[int, Heading], furniture: set[int]) -> bool:
+    """A rule, a page number or a running header or footer; a heading never is."""
+    return unit.start not in heading_at and (
+        unit.start in furniture or _no_words(text[unit.start : unit.end])
+    )
+
+
+def _take_pending(unit: TextUnit, pending: TextUnit, heading_at: dict[int, Heading]) -> None:
+    """The first real unit starts at the junk before it and takes its tokens."""
+    if unit.start in heading_at:  # "---" atop the document: the first heading takes it
+        heading = heading_at.pop(unit.start)
+        heading.start = pending.start
+        heading_at[heading.start] = heading
+    unit.start, unit.tokens = pending.start, unit.tokens + pending.tokens
 
 
 def _no_words(piece: str) -> bool:
@@ -225,6 +269,27 @@ def find_block_starts(units: list[TextUnit], params: LeafParams) -> list[int]:
     """First unit of each block: a paragraph that fits in a leaf, a leaf-sized part of a longer
     one, or a run of short paragraphs (form fields, list items) packed to about a leaf's size,
     cut where a leaf would be cut if sizes and structure were all that counted."""
+    bounds = [*_paragraph_starts(units), len(units)]
+    starts: list[int] = []
+    short: list[tuple[int, int]] = []  # (first unit, tokens) of consecutive paragraphs too short for a leaf
+    for first, last in itertools.pairwise(bounds):
+        size = sum(units[index].tokens + 1 for index in range(first, last))
+        if short and (size >= params.min_leaf_tokens or _forces_cut(units[first])):
+            starts += _pack_short(units, short, params)
+            short = []
+        if size < params.min_leaf_tokens:
+            short.append((first, size))
+        elif size <= params.max_leaf_tokens:
+            starts.append(first)
+        else:
+            starts += _split_long(units, first, last, params)
+    if short:
+        starts += _pack_short(units, short, params)
+    return starts
+
+
+def _paragraph_starts(units: list[TextUnit]) -> list[int]:
+    """First unit of each paragraph: after a paragraph break or at a heading."""
     paragraphs = [0]
     for index in range(1, len(units)):
         unit = units[index]
@@ -232,42 +297,33 @@ def find_block_starts(units: list[TextUnit], params: LeafParams) -> list[int]:
             continue  # a heading line stays with what follows it
         if unit.break_before == BREAK_PARAGRAPH or unit.heading is not None:
             paragraphs.append(index)
-    bounds = [*paragraphs, len(units)]
-    starts: list[int] = []
-    short: list[tuple[int, int]] = []  # (first unit, tokens) of consecutive paragraphs too short for a leaf
+    return paragraphs
 
-    def pack_short() -> None:
-        pieces = segment(
-            [size for _, size in short],
-            [_block_break_cost(units[first]) for first, _ in short],
-            target=params.target_leaf_tokens,
-            min_size=params.min_leaf_tokens,
-            max_size=params.max_leaf_tokens,
-        )
-        starts.extend(short[piece][0] for piece in pieces)
-        short.clear()
 
-    for first, last in itertools.pairwise(bounds):
-        size = sum(units[index].tokens + 1 for index in range(first, last))
-        if short and (size >= params.min_leaf_tokens or _forces_cut(units[first])):
-            pack_short()
-        if size < params.min_leaf_tokens:
-            short.append((first, size))
-        elif size <= params.max_leaf_tokens:
-            starts.append(first)
-        else:
-            pieces = segment(
-                [units[index].tokens + 1 for index in range(first, last)],
-                [_block_break_cost(units[index]) for index in range(first, last)],
-                target=params.target_leaf_tokens,
-                min_size=params.min_leaf_tokens,
-                max_size=params.max_leaf_tokens,
-                free=[units[index].heading_only for index in range(first, last)],
-            )
-            starts += [first + piece for piece in pieces]
-    if short:
-        pack_short()
-    return starts
+def _pack_short(units: list[TextUnit], short: list[tuple[int, int]], params: LeafParams) -> list[int]:
+    """Block starts for a run of short paragraphs, given as (first unit, tokens)."""
+    pieces = segment(
+        [size for _, size in short],
+        [_block_break_cost(units[first]) for first, _ in short],
+        target=params.target_leaf_tokens,
+        min_size=params.min_leaf_tokens,
+        max_size=params.max_leaf_tokens,
+    )
+    return [short[piece][0] for piece in pieces]
+
+
+def _split_long(units: list[TextUnit], first: int, last: int, params: LeafParams) -> list[int]:
+    """Block starts for a paragraph longer than a leaf, units [first, last), cut at its units."""
+    span = range(first, last)
+    pieces = segment(
+        [units[index].tokens + 1 for index in span],
+        [_block_break_cost(units[index]) for index in span],
+        target=params.target_leaf_tokens,
+        min_size=params.min_leaf_tokens,
+        max_size=params.max_leaf_tokens,
+        free=[units[index].heading_only for index in span],
+    )
+    return [first + piece for piece in pieces]
 
 
 def _forces_cut(unit: TextUnit) -> bool:

@@ -33,6 +33,7 @@ _SPACE_GAP = 0.07
 _SEGMENT_GAP = 1.2  # a column gutter or a table cell's edge
 _BOLD_NAMES = ("bold", "black", "heavy", "semibold", "demi")
 _FORCE_BOLD = 1 << 18  # PDF font flag
+_LINE_BREAKS = (10, 13)
 _HYPHEN_MARKS = (0xFFFE, 0x02)  # how PDFium marks a hyphen it found at a line end
 _MAX_OUTLINE = 5000
 
@@ -142,58 +143,111 @@ def _read_page(page: pdfium.PdfPage) -> PdfPage:
     _, height = page.get_size()
     textpage = page.get_textpage()
     try:
-        raw = textpage.raw
-        count = pdfium_c.FPDFText_CountChars(raw)
-        box = pdfium_c.FS_RECTF()
-        segments: list[Segment] = []
-        run: _Run | None = None
-        space = False
-        ink = 0
-        for index in range(max(0, count)):
-            code = pdfium_c.FPDFText_GetUnicode(raw, index)
-            if code in (10, 13):
-                _close(run, raw, segments)
-                run = None
-                space = False
-                continue
-            if code in (32, 9, 0xA0) or 0x2000 <= code <= 0x200A or code == 0x3000:
-                space = True
-                continue
-            if (code < 32 and code not in _HYPHEN_MARKS) or 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
-                continue
-            char = "-" if code in _HYPHEN_MARKS else chr(code)
-            pdfium_c.FPDFText_GetLooseCharBox(raw, index, box)
-            left, right, bottom, top = box.left, box.right, box.bottom, box.top
-            if top < bottom:
-                bottom, top = top, bottom
-            # The loose box's height is the font's line height as drawn; the font size PDFium
-            # reports leaves out the text's scaling (a page printed smaller reports the same).
-            size = max(top - bottom, 0.5)
-            if run is not None:
-                gap = left - run.x1
-                overlap = min(top, run.top) - max(bottom, run.bottom)
-                same_line = overlap >= 0.5 * min(top - bottom, run.top - run.bottom)
-                if same_line and char == run.last_char and abs(left - run.last_left) < 0.1 * size:
-                    continue  # the same glyph drawn twice, a shade apart: "fake bold"
-                if not same_line or gap > _SEGMENT_GAP * size or gap < -0.5 * size:
-                    _close(run, raw, segments)
-                    run = None
-            if run is None:
-                run = _Run(index, left, right, bottom, top)
-            run.add(
-                char,
-                index,
-                size,
-                (left, right, bottom, top),
-                spaced=_spaced_before(raw, run, index, char, space=space),
-            )
-            space = False
-            ink += 1
-        _close(run, raw, segments)
+        segments, ink = _PageSegments(textpage.raw).read()
     finally:
         textpage.close()
     blank = pdfium_c.FPDFPage_CountObjects(page.raw) <= 0
     return PdfPage(height, lines_in_reading_order(segments), ink, blank)
+
+
+class _PageSegments:
+    """A page's characters, one at a time, made into segments: a line break ends the segment
+    being built, a space is remembered for the next character, and a character joins the
+    segment or, too far from it or on another line, starts a new one."""
+
+    def __init__(self, raw: object) -> None:
+        self.raw = raw
+        self.box = pdfium_c.FS_RECTF()  # filled again for each character
+        self.segments: list[Segment] = []
+        self.run: _Run | None = None
+        self.space = False  # a space character since the last drawn one
+        self.ink = 0  # characters drawn
+
+    def read(self) -> tuple[list[Segment], int]:
+        """The segments and the count of characters drawn."""
+        count = pdfium_c.FPDFText_CountChars(self.raw)
+        for index in range(max(0, count)):
+            self._take(index, pdfium_c.FPDFText_GetUnicode(self.raw, index))
+        _close(self.run, self.raw, self.segments)
+        return self.segments, self.ink
+
+    def _take(self, index: int, code: int) -> None:
+        if code in _LINE_BREAKS:
+            self._end_run()
+            self.space = False
+        elif _is_space(code):
+            self.space = True
+        else:
+            char = _drawn_char(code)
+            if char is not None:
+                self._draw(index, char)
+
+    def _end_run(self) -> None:
+        _close(self.run, self.raw, self.segments)
+        self.run = None
+
+    def _draw(self, index: int, char: str) -> None:
+        pdfium_c.FPDFText_GetLooseCharBox(self.raw, index, self.box)
+        box = _upright(self.box)
+        left, right, bottom, top = box
+        # The loose box's height is the font's line height as drawn; the font size PDFium
+        # reports leaves out the text's scaling (a page printed smaller reports the same).
+        size = max(top - bottom, 0.5)
+        if self.run is not None:
+            same_line = _on_run_line(self.run, bottom, top)
+            if same_line and _drawn_again(self.run, char, left, size):
+                return  # the same glyph drawn twice, a shade apart: "fake bold"
+            if not same_line or _apart_from_run(self.run, left, size):
+                self._end_run()
+        if self.run is None:
+            self.run = _Run(index, left, right, bottom, top)
+        self.run.add(
+            char, index, size, box, spaced=_spaced_before(self.raw, self.run, index, char, space=self.space)
+        )
+        self.space = False
+        self.ink += 1
+
+
+def _is_space(code: int) -> bool:
+    """A space, a tab, a no-break space or one of Unicode's spaces of set widths."""
+    return code in (32, 9, 0xA0) or 0x2000 <= code <= 0x200A or code == 0x3000
+
+
+def _drawn_char(code: int) -> str | None:
+    """The character a code draws: "-" for a hyphen PDFium marked, None for a control code or a
+    code that is no character (a surrogate, beyond Unicode)."""
+    if code in _HYPHEN_MARKS:
+        return "-"
+    if code < 32 or 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+        return None
+    return chr(code)
+
+
+def _upright(box: pdfium_c.FS_RECTF) -> tuple[float, float, float, float]:
+    """(left, right, bottom, top) of a character's box, bottom below top whichever way round the
+    PDF gives them."""
+    left, right, bottom, top = box.left, box.right, box.bottom, box.top
+    if top < bottom:
+        bottom, top = top, bottom
+    return left, right, bottom, top
+
+
+def _on_run_line(run: _Run, bottom: float, top: float) -> bool:
+    """The character overlaps the run vertically by half the lower height of the two at least."""
+    overlap = min(top, run.top) - max(bottom, run.bottom)
+    return overlap >= 0.5 * min(top - bottom, run.top - run.bottom)
+
+
+def _drawn_again(run: _Run, char: str, left: float, size: float) -> bool:
+    """The run's last character again, a tenth of a line height from it at most."""
+    return char == run.last_char and abs(left - run.last_left) < 0.1 * size
+
+
+def _apart_from_run(run: _Run, left: float, size: float) -> bool:
+    """Past a column gutter or a table cell's edge, or back left of the run's end by more than
+    half a line height."""
+    gap = left - run.x1
+    return gap > _SEGMENT_GAP * size or gap < -0.5 * size
 
 
 def _close(run: _Run | None, raw: object, segments: list[Segment]) -> None:
@@ -249,16 +303,27 @@ def _outline(document: pdfium.PdfDocument, pages: int) -> list[PdfBookmark]:
     for bookmark in document.get_toc(max_depth=6):
         if len(entries) >= _MAX_OUTLINE:
             break
-        title = clean_line(bookmark.get_title() or "")
-        destination = bookmark.get_dest()
-        index = destination.get_index() if destination is not None else None
-        if not title or index is None or not 0 <= index < pages:
-            continue
-        mode, position = destination.get_view() if destination is not None else (0, [])
-        y: float | None = None
-        if mode == pdfium_c.PDFDEST_VIEW_XYZ and len(position) >= 2:
-            y = float(position[1])
-        elif mode in (pdfium_c.PDFDEST_VIEW_FITH, pdfium_c.PDFDEST_VIEW_FITBH) and position:
-            y = float(position[0])
-        entries.append(PdfBookmark(bookmark.level, title, index, y))
+        entry = _outline_entry(bookmark, pages)
+        if entry is not None:
+            entries.append(entry)
     return entries
+
+
+def _outline_entry(bookmark: pdfium.PdfBookmark, pages: int) -> PdfBookmark | None:
+    """The bookmark as an outline entry, or None without a title or a page of the document."""
+    title = clean_line(bookmark.get_title() or "")
+    destination = bookmark.get_dest()
+    index = destination.get_index() if destination is not None else None
+    if not title or index is None or not 0 <= index < pages:
+        return None
+    return PdfBookmark(bookmark.level, title, index, _destination_y(destination))
+
+
+def _destination_y(destination: pdfium.PdfDest | None) -> float | None:
+    """The height on its page a destination shows at the top, where its view gives one."""
+    mode, position = destination.get_view() if destination is not None else (0, [])
+    if mode == pdfium_c.PDFDEST_VIEW_XYZ and len(position) >= 2:
+        return float(position[1])
+    if mode in (pdfium_c.PDFDEST_VIEW_FITH, pdfium_c.PDFDEST_VIEW_FITBH) and position:
+        return float(position[0])
+    return None
