@@ -48,7 +48,7 @@ def test_make_run_serves_the_local_model_restarts_it_and_stops_it(tmp_path: Path
     model_pid = 0
     try:
         lines = printed.wait_for("OpenFable is running at", timeout=300)
-        assert (data_dir / "models" / local_llm.MODEL_FILE).stat().st_size > 200_000_000, "assembled once"
+        assert local_llm.model_path(data_dir).stat().st_size > 200_000_000, "assembled once"
         model_pid = _pid(next(line for line in lines if "Started the local model server" in line))
         assert any(f"The local model answers at http://127.0.0.1:{model_port}/v1" in line for line in lines)
         with urllib.request.urlopen(f"http://127.0.0.1:{model_port}/v1/models", timeout=10) as response:
