@@ -32,7 +32,7 @@ from retrieval.result import LEXICAL, LLM_NAVIGATE, LLM_SELECT, TREE_EXPANSION, 
 from retrieval.services import retrieve
 from tests.fakes.fixtures import scripted_openai  # noqa: F401
 from tests.fakes.llm import reading
-from tests.fakes.llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay, status
+from tests.fakes.llm.server import LLAMA_CPP_RESPONSE_FORMATS, ChatReply, ScriptedOpenAIServer, delay, status
 from tests.retrieval.test_services import MONITORING_QUERY, Corpus, _fresh_query_cache, corpus  # noqa: F401
 
 # -- parsing ---------------------------------------------------------------------------------------
@@ -255,6 +255,26 @@ def test_invalid_json_fails_the_path_and_the_vector_paths_carry_the_query(
     assert result.documents[0].document_id == corpus.volcanoes.id
     assert result.chunks and result.total_tokens <= 100
     assert result.llm_usage.calls == 2
+
+
+def test_an_answer_cut_off_at_its_bound_fails_the_path_and_the_vector_paths_carry_the_query(
+    llm: ScriptedOpenAIServer,
+    corpus: Corpus,  # noqa: F811
+) -> None:
+    # Gemma 3 270M, measured: a score whose digits ran on until the answer's bound cut it off.
+    cut = f'{{"documents": [{{"id": {corpus.volcanoes.id}, "score": 0.9999999999999999999999999'
+    llm.script_chat(
+        ChatReply(cut, completion_tokens=answer_allowance(2), finish_reason="length"),
+        ChatReply('{"nodes": [{"id": 1, "score": 0.33333333333', finish_reason="length"),
+    )
+    result = retrieve(query=MONITORING_QUERY, token_budget=100)
+    for name in (LLM_SELECT, LLM_NAVIGATE):
+        path = result.path(name)
+        assert path is not None and path.failed and "not valid JSON" in path.reason
+    assert result.paths_run == [VECTOR, LEXICAL, TREE_EXPANSION]
+    assert result.documents[0].document_id == corpus.volcanoes.id
+    assert result.chunks and result.total_tokens <= 100
+    assert all(request["max_tokens"] < ANSWER_MAX_TOKENS for request in llm.chat_requests)
 
 
 def test_a_failing_llm_falls_back_to_the_vector_path(llm: ScriptedOpenAIServer, corpus: Corpus) -> None:  # noqa: F811
