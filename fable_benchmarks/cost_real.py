@@ -30,12 +30,12 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
-from documents.models import Document
+from documents.models import Collection, Document
 from documents.services.collections import collection_create, collection_delete
-from documents.services.documents import document_create
+from documents.services.documents import DocumentCreateResult, document_create
 from documents.services.jobs import job_run_now
 from fable_benchmarks import BenchInputError
-from fable_benchmarks.datasets import BenchQuery, read_documents, read_queries
+from fable_benchmarks.datasets import BenchQuery, DatasetDocument, read_documents, read_queries
 from openfable import local_llm
 from openfable.llm import counts_since, fallback_counts
 from openfable.llm_endpoints import forget_endpoints
@@ -124,23 +124,36 @@ def _pointed_at(alias: str, url: str) -> Iterator[None]:
         yield
 
 
+def shortest_documents(path: Path, count: int) -> list[DatasetDocument]:
+    """The ``count`` shortest documents of a JSONL dataset: the real model's time grows with each."""
+    return sorted(read_documents(path), key=lambda item: len(item.content))[:count]
+
+
+def add_dataset_document(
+    collection: Collection, item: DatasetDocument, *, builder: str
+) -> DocumentCreateResult:
+    """``item`` added to ``collection`` by the product's own service, not queued: the caller runs
+    its job in this process."""
+    return document_create(
+        collection=collection,
+        content=item.content,
+        title=item.title,
+        metadata={"doc_id": item.doc_id},
+        builder=builder,
+        queue=False,
+    )
+
+
 def _dataset(
     docs: Path, queries_path: Path, *, limit: int, queries: int, budget: int, say: Log
 ) -> dict[str, Any]:
-    items = sorted(read_documents(docs), key=lambda item: len(item.content))[:limit]
+    items = shortest_documents(docs, limit)
     collection = collection_create(name=f"bench-cost-real {docs.stem} {uuid.uuid4().hex[:6]}")
     try:
         before = fallback_counts()
         indexed, by_doc_id = [], {}
         for item in items:
-            created = document_create(
-                collection=collection,
-                content=item.content,
-                title=item.title,
-                metadata={"doc_id": item.doc_id},
-                builder=Document.Builder.LLM,
-                queue=False,
-            )
+            created = add_dataset_document(collection, item, builder=Document.Builder.LLM)
             started = time.perf_counter()
             run = job_run_now(document_id=created.document.pk)
             seconds = time.perf_counter() - started

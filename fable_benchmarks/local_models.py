@@ -42,12 +42,17 @@ from documents.ingestion.prompts import DOCUMENT_TAG
 from documents.ingestion.tree_schema import MarkerAnswerError, parse_marker_answer
 from documents.models import Document, Node
 from documents.services.collections import collection_create, collection_delete
-from documents.services.documents import document_create, document_reindex
+from documents.services.documents import document_reindex
 from documents.services.jobs import job_run_now
 from documents.services.nodes.summary import SummaryModelError, node_summary_regenerate, summary_from_answer
 from fable_benchmarks import BenchInputError
-from fable_benchmarks.cost_real import local_model_choice, local_model_server
-from fable_benchmarks.datasets import read_documents, read_queries
+from fable_benchmarks.cost_real import (
+    add_dataset_document,
+    local_model_choice,
+    local_model_server,
+    shortest_documents,
+)
+from fable_benchmarks.datasets import read_queries
 from openfable.celery import app
 from openfable.llm import LLMClient, LLMConfig, LLMError, LLMOutputError
 from openfable.llm_endpoints import forget_endpoints
@@ -182,19 +187,12 @@ def record_probes(
 
 
 def _exercise(docs: Path, queries_path: Path, *, documents: int, queries: int, budget: int, say: Log) -> None:
-    items = sorted(read_documents(docs), key=lambda item: len(item.content))[:documents]
+    items = shortest_documents(docs, documents)
     collection = collection_create(name=f"bench-local-models {docs.stem} {uuid.uuid4().hex[:6]}")
     try:
         by_doc_id: dict[Any, Document] = {}
         for item in items:
-            created = document_create(
-                collection=collection,
-                content=item.content,
-                title=item.title,
-                metadata={"doc_id": item.doc_id},
-                builder=Document.Builder.STRUCTURAL,
-                queue=False,
-            )
+            created = add_dataset_document(collection, item, builder=Document.Builder.STRUCTURAL)
             if job_run_now(document_id=created.document.pk) is None:
                 raise BenchInputError(f"document {item.doc_id} had no ingestion job to run")
             by_doc_id[item.doc_id] = created.document
