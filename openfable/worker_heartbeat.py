@@ -152,3 +152,9 @@ class HeartbeatStep(bootsteps.StartStopStep):
         if self.beating is not None:
             self.beating.stop()
             self.beating = None
+
+    # A cold shutdown (a second Ctrl-C, a worker told to terminate) terminates the steps instead of
+    # stopping them, and Celery's own terminate only stops a step's ``obj``, which this step has
+    # none of: without this the thread went on beating for a worker that had stopped (a worker
+    # in a thread of a longer-lived process kept "alive" for good).
+    terminate = stop

@@ -4,7 +4,10 @@ A real worker writing them, busy and killed: tests/faults/test_busy_worker_healt
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from django.db import connection
@@ -14,7 +17,7 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings
 
 from openfable.models import WorkerHeartbeat
-from openfable.worker_heartbeat import heartbeat_delete, heartbeat_write, live_workers
+from openfable.worker_heartbeat import HeartbeatStep, heartbeat_delete, heartbeat_write, live_workers
 
 pytestmark = pytest.mark.django_db
 
@@ -54,3 +57,17 @@ def test_probes_over_plain_http_are_answered_not_sent_to_https() -> None:
     # A container's probes come over plain HTTP, past the proxy that serves HTTPS.
     assert Client().get("/v1/api/health/live").status_code == 200
     assert Client().get("/v1/api/documents").status_code == 301, "everything else still goes to https"
+
+
+@pytest.mark.django_db(transaction=True)  # the step beats from a thread of its own
+@pytest.mark.parametrize("shutdown", ["stop", "terminate"])
+def test_a_worker_shut_down_warm_or_cold_stops_beating_and_removes_its_heartbeat(shutdown: str) -> None:
+    step = HeartbeatStep(SimpleNamespace())
+    step.start(SimpleNamespace())
+    deadline = time.monotonic() + 10
+    while not live_workers() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the first beat is the thread's
+    assert live_workers() != []
+    getattr(step, shutdown)(SimpleNamespace())
+    assert not [thread for thread in threading.enumerate() if thread.name == "openfable-heartbeat"]
+    assert live_workers() == []
