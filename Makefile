@@ -33,19 +33,24 @@ system-deps:
 # WORKERS=0 runs them in this one process. Tests of one xdist_group run in the same worker (the
 # real_llm tests: one local model server, not one per worker).
 WORKERS ?= 2
-FAULT_WORKERS ?= $(if $(filter 0,$(WORKERS)),0,3)
+FAULT_WORKERS ?= $(if $(filter 0,$(WORKERS)),0,2)
 PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
 
-# The fault tests start whole stacks (workers, brokers, a database they stop) that beat into and
-# watch the test database: they run as a phase of their own, after the rest, so no other test's
-# worker is alive beside them. They mostly wait on the processes they start (the 2-minute broker
-# load test alone holds one worker for most of the phase), so FAULT_WORKERS runs one more at once.
+# The fault tests start whole stacks (workers, brokers, a database of their own they stop) that
+# beat into and watch the test database. They run in a pytest of their own, on a test database
+# and a session broker of their own (NAME_faults_gw0, ...), beside the rest: they mostly wait on
+# the processes they start (the 2-minute broker load test alone holds one worker for most of
+# their time), so the machine has room for them. Their report is printed after the rest's.
 # Exit status 5 is "no test selected" (a PYTEST_ARGS naming other tests).
+FAULTS_DATABASE := $(or $(OPENFABLE_TEST_DATABASE_NAME),test_openfable)_faults
 test: $(BIN)/.installed system-deps
-	for phase in "not faults:$(WORKERS)" "faults:$(FAULT_WORKERS)"; do \
-		$(BIN)/python -m pytest -n $${phase##*:} --dist loadgroup -m "$${phase%:*}" $(PYTEST_ARGS); \
-		status=$$?; [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit $$status; \
-	done
+	@faults_log=$$(mktemp); \
+	OPENFABLE_TEST_DATABASE_NAME=$(FAULTS_DATABASE) $(BIN)/python -m pytest -n $(FAULT_WORKERS) --dist loadgroup \
+		-m faults $(PYTEST_ARGS) >$$faults_log 2>&1 & faults=$$!; \
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup -m "not faults" $(PYTEST_ARGS); rest=$$?; \
+	wait $$faults; faults_status=$$?; \
+	echo "--- the fault tests (run beside the rest) ---"; cat $$faults_log; rm -f $$faults_log; \
+	for status in $$rest $$faults_status; do [ $$status -eq 0 ] || [ $$status -eq 5 ] || exit $$status; done
 
 # The edit loop: everything but the browser, fault and slow tests (real model loads, workers).
 test-fast: $(BIN)/.installed
