@@ -29,6 +29,8 @@ _SETEXT_RULE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _BOLD_LINE = re.compile(r"^\s*(\*\*|__)(?P<inner>[^*_\n]{1,100}?)\1\s*:?\s*\\?\s*$")
 _LABEL_LINE = re.compile(r"^\s*(?P<inner>[A-Z][^:\n]{0,60}?)\s*:\s*$")
 _APPENDIX_WORDS = word_set("EXHIBIT SCHEDULE ANNEX APPENDIX ADDENDUM ATTACHMENT")
+# Three or more spaces inside a line: where a plain-text conversion put a line break of the print.
+_WIDE_GAP = re.compile(r"[ \t\u00a0]{3,}")
 _MARKDOWN_RANK = -100.0  # markdown levels sit above every other kind of heading
 _APPENDIX_RANK = 5.0  # an exhibit closes the last numbered section of the body
 _BOLD_RANK = 50.0
@@ -236,12 +238,14 @@ def _read_bold_line(line: _Line, finds: _LineFinds) -> bool:
 
 
 def _read_appendix_line(line: _Line, finds: _LineFinds) -> bool:
-    appendix = _appendix_title(line.line, line.content_start)
+    appendix, title_end = _appendix_title(line.line, line.content_start), line.end
+    if not appendix:
+        appendix, title_end = _appendix_run_in(line)
     if not appendix:
         return False
-    heading = Heading(line.content_start, line.end, _APPENDIX_RANK, appendix, family="appendix")
+    heading = Heading(line.content_start, title_end, _APPENDIX_RANK, appendix, family="appendix")
     below = line.below
-    if below is not None and _titles_the_attachment(line.text, heading, below):
+    if title_end == line.end and below is not None and _titles_the_attachment(line.text, heading, below):
         heading.title = clean_title(f"{appendix} {line.text[below[0] : below[1]]}")
         heading.title_end = below[1]
         finds.claimed.add(below[0])
@@ -438,6 +442,18 @@ def _appendix_title(line: str, position: int) -> str:
     if _opens_with_appendix_word(words) or _capitals_naming_an_appendix(stripped, words):
         return clean_title(stripped)
     return ""
+
+
+def _appendix_run_in(line: _Line) -> tuple[str, int]:
+    """ "Schedule A   List of Products ...": a plain text whose line breaks became runs of spaces
+    (a contract converted from print) keeps the attachment's label as the first stretch of a
+    line; the label alone is the heading, and where it ends. ("", 0) when the line has none."""
+    rest = line.text[line.content_start : line.end]
+    gap = _WIDE_GAP.search(rest)
+    if gap is None or rest[gap.end() : gap.end() + 1].islower():
+        return "", 0  # no gap, or a sentence broken after the word ("Schedule A   and ...")
+    label = _appendix_title(rest[: gap.start()], line.content_start)
+    return (label, line.content_start + gap.start()) if label and len(label.split()) <= 3 else ("", 0)
 
 
 def _opens_with_appendix_word(words: list[str]) -> bool:

@@ -517,6 +517,24 @@ def test_an_exhibit_numbers_its_clauses_anew() -> None:
     assert titles[-3:] == ["EXHIBIT A SPONSORSHIP RIGHTS", "1. Signage", "2. Media"]
 
 
+def test_an_attachment_label_whose_line_break_became_spaces_opens_its_section() -> None:
+    # A plain-text contract converted from print: each printed line break is a run of spaces, so
+    # the schedule's label shares its line with the text after it, and its clauses run inline.
+    body = "   ".join(f"{n}. {name}. {BODY}" for n, name in enumerate(["Scope", "Price", "Term"], 1))
+    terms = "   ".join(f"{n}. {name}: {BODY}" for n, name in enumerate(["Orders", "Delivery"], 1))
+    text = f"Intro.\n\n{body}\n\nBy: /s/ A. Smith\n\nSchedule A   List of Products to be offered.   {terms}"
+    headings = _headings(text)
+    assert [heading.title for heading in headings][-3:] == ["Schedule A", "1. Orders", "2. Delivery"]
+    assert _slices(text, headings)[-3] == "Schedule A", "the label alone, not the line it shares"
+    assert headings[-3].rank < headings[-2].rank
+    # Mentioned inside a sentence, or with a sentence where its spaces end, it is no label.
+    for line in [
+        "Schedule A   and Schedule B list the products.",
+        "Schedule A sets out the products.   Next.",
+    ]:
+        assert "Schedule A" not in [h.title for h in _headings(f"{BODY}\n" * 4 + f"{line}\n{BODY}")]
+
+
 def test_capital_lettered_clauses_sit_between_numbers_and_small_letters() -> None:
     text = (
         f"1. Payments.\n\nA. Cash Payment. {BODY}\n\n(a) Timing. {BODY}\n\n(b) Currency. {BODY}\n\n"
