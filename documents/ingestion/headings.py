@@ -35,6 +35,10 @@ _MARKDOWN_RANK = -100.0  # markdown levels sit above every other kind of heading
 _APPENDIX_RANK = 5.0  # an exhibit closes the last numbered section of the body
 _BOLD_RANK = 50.0
 _LABEL_RANK = 60.0
+# A "Label:" line right under a thematic break opens a part of the document: beside an exhibit,
+# above the numbered clauses inside it.
+_PART_LABEL_RANK = _APPENDIX_RANK
+_THEMATIC_BREAK = re.compile(r"(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,}")
 _FILING_LABEL = re.compile(r"(?i)(?:exhibit|ex-?)\s*[\d.()a-z-]{1,12}")
 _CAPITALS_LINE = re.compile(r"[A-Z][A-Z &,'\u2019/-]*[A-Z][:.]?")
 _TITLE_ZONE_CHARS = 1000  # how far down the first page a PDF's title may stand
@@ -268,8 +272,23 @@ def _read_label_line(line: _Line, finds: _LineFinds) -> bool:
     label = _LABEL_LINE.match(line.line)
     if label and line.next_line.strip() and is_titleish(label.group("inner"), max_words=8):
         inner = clean_title(label.group("inner"))
-        finds.labels.append(Heading(line.content_start, line.end, _LABEL_RANK, inner, family="label"))
+        if _after_a_thematic_break(line):
+            # "---" then "Judgment Result:": the rule ends a part and the label names the next,
+            # whatever else the document numbers ("1. Confiscated Equipment:" lists inside).
+            finds.found.append(Heading(line.content_start, line.end, _PART_LABEL_RANK, inner, family="part"))
+            finds.claimed.add(line.content_start)
+        else:
+            finds.labels.append(Heading(line.content_start, line.end, _LABEL_RANK, inner, family="label"))
     return True
+
+
+def _after_a_thematic_break(line: _Line) -> bool:
+    """The line's nearest non-blank line above is a thematic break ("---", "***", "___")."""
+    for start, end in reversed(line.lines[: line.index]):
+        above = line.text[start:end].strip()
+        if above:
+            return bool(_THEMATIC_BREAK.fullmatch(above))
+    return False
 
 
 _LINE_READERS: tuple[Callable[[_Line, _LineFinds], bool], ...] = (

@@ -325,6 +325,32 @@ def test_label_lines_are_the_last_resort() -> None:
     assert [h.title for h in _headings(with_markdown)] == ["Notes", "Plan"]
 
 
+def test_a_label_under_a_thematic_break_opens_a_part_above_the_numbered_lists_inside_it() -> None:
+    # A judgment whose parts are set off by "---" rules and named by a "Label:" line; one part
+    # lists its evidence "1. ..." to "3. ...". Before, the numbered items were the only headings
+    # and the last one ran to the end, swallowing the sentence and the judgment.
+    items = "\n".join(
+        f"{n}. {name}: {BODY}" for n, name in enumerate(["Equipment", "Currency", "Footage"], 1)
+    )
+    text = (
+        f"Court Information:\nPresiding Court: Riverton\n\n---\nEvidence Description:\n{BODY}\n\n"
+        f"{items}\n\n---\nJudgment Result:\n{BODY}\n\n* * *\n\nAppeal Rights:\n{BODY}\n"
+    )
+    headings = _headings(text)
+    assert [(h.family, h.title) for h in headings] == [
+        ("part", "Evidence Description"),
+        ("number", "1. Equipment"),
+        ("number", "2. Currency"),
+        ("number", "3. Footage"),
+        ("part", "Judgment Result"),
+        ("part", "Appeal Rights"),
+    ]
+    assert headings[0].rank < headings[1].rank, "the numbered items sit inside the part"
+    # Without the rule, a label is still the last resort (no part above the numbered list).
+    plain = text.replace("---\n", "").replace("* * *\n\n", "")
+    assert "part" not in {h.family for h in _headings(plain)}
+
+
 def test_attachments_after_the_body_are_sections() -> None:
     text = f"{BODY}\n" * 4 + f"EXHIBIT A\n{BODY}\nSchedule 2 Territory\n{BODY}"
     headings = _headings(text)
