@@ -43,9 +43,12 @@ PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup
 # their time), so the machine has room for them. Their report is printed after the rest's.
 # Exit status 5 is "no test selected" (a PYTEST_ARGS naming other tests).
 FAULTS_DATABASE := $(or $(OPENFABLE_TEST_DATABASE_NAME),test_openfable)_faults
+# Started in the background, a command ignores Ctrl-C (SIGINT) in a non-interactive shell: the
+# fault run takes it back, so that Ctrl-C stops both runs and their teardown stops what they started.
+FAULTS_PYTEST := $(BIN)/python -c 'import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); sys.exit(pytest.main(sys.argv[1:]))'
 test: $(BIN)/.installed system-deps
 	@faults_log=$$(mktemp); \
-	OPENFABLE_TEST_DATABASE_NAME=$(FAULTS_DATABASE) $(BIN)/python -m pytest -n $(FAULT_WORKERS) --dist loadgroup \
+	OPENFABLE_TEST_DATABASE_NAME=$(FAULTS_DATABASE) $(FAULTS_PYTEST) -n $(FAULT_WORKERS) --dist loadgroup \
 		-m faults $(PYTEST_ARGS) >$$faults_log 2>&1 & faults=$$!; \
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup -m "not faults" $(PYTEST_ARGS); rest=$$?; \
 	wait $$faults; faults_status=$$?; \
