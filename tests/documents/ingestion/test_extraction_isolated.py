@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from documents.ingestion.extraction import ExtractionError, ExtractionLimits, extract
@@ -9,9 +11,19 @@ from documents.ingestion.extraction.isolated import extract_isolated
 from tests.documents.ingestion import document_files as files
 
 
-def test_same_result_as_in_process() -> None:
-    data = files.report_pdf()
-    assert extract_isolated(data, filename="report.pdf") == extract(data, filename="report.pdf")
+@pytest.mark.parametrize(
+    ("filename", "make"),
+    [
+        ("report.pdf", files.report_pdf),
+        ("headings.docx", files.heading_docx),
+        ("page.html", lambda: b"<html><body><h1>Terms</h1><p>The fee is paid monthly.</p></body></html>"),
+        ("notes.md", lambda: b"# Terms\n\nThe fee is paid monthly.\n"),
+    ],
+)
+def test_same_result_as_in_process(filename: str, make: Callable[[], bytes]) -> None:
+    # The child loads only the reader of the file's format: each format still finds its own.
+    data = make()
+    assert extract_isolated(data, filename=filename) == extract(data, filename=filename)
 
 
 def test_pdf_decompression_bomb_is_stopped_by_the_memory_cap() -> None:
