@@ -91,6 +91,13 @@ def register(subparsers: Any) -> None:
         "--limit", type=int, default=0, help="first N documents, and the queries about them (0: all)"
     )
     bench.add_argument(
+        "--time-limit",
+        type=float,
+        default=0.0,
+        help="seconds: ask no further query of the sample once they have passed, and report the "
+        "queries run (0: none). With a real model's answers cached, a rerun goes on from there.",
+    )
+    bench.add_argument(
         "--collection", default="", help="reuse this already-ingested collection (skips ingestion)"
     )
     bench.add_argument(
@@ -418,8 +425,8 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
     budgets = _parse_budgets(options["budgets"])
     methods = _parse_retrieval_methods(options.get("modes"))
     limit = options.get("limit") or 0
-    if options["max_queries"] < 0 or limit < 0:
-        raise BenchInputError("--max-queries and --limit must be 0 (all) or more")
+    if options["max_queries"] < 0 or limit < 0 or (options.get("time_limit") or 0) < 0:
+        raise BenchInputError("--max-queries, --limit and --time-limit must be 0 (none) or more")
     report = bench_retrieval(
         docs_path=options["docs"],
         queries_path=options["queries"],
@@ -431,6 +438,7 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
         files_path=options.get("files"),
         limit=limit,
         scoped=bool(options.get("scoped")),
+        time_limit_s=options.get("time_limit") or 0.0,
         log=_log,
     )
     _save_json(options, report)

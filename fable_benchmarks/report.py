@@ -132,6 +132,12 @@ def _format_intro(report: dict[str, Any]) -> list[str]:
         f"({report['queries_without_references']} without references skipped); budgets in cl100k tokens.",
         "",
     ]
+    if limited := report.get("time_limit"):
+        lines += [
+            f"Time limit of {limited['seconds']:.0f} s: the first {limited['queries_run']} of the "
+            f"{limited['of']} sampled queries were run; every number below is theirs.",
+            "",
+        ]
     if scoped := report.get("scoped"):
         lines += [
             f"Scoped: each single-document query without its document's name, filtered to that document; "

@@ -174,6 +174,17 @@ def test_bench_retrieval_prints_tables_and_writes_every_number(tmp_path: Path, s
         assert again["results"][method]["300"]["recall"] == report["results"][method]["300"]["recall"]
     assert Collection.objects.filter(slug=slug).exists(), "a reused collection is never deleted"
 
+    # Past the time limit no further query is asked: the numbers are those of the queries run.
+    limited_path = tmp_path / "limited.json"
+    limited_table = _bench(
+        "--docs", str(docs), "--queries", str(queries), "--budgets", "300", "--modes", "vector",
+        "--collection", slug, "--json", str(limited_path), "--time-limit", "0.001",
+    )  # fmt: skip
+    limited = json.loads(limited_path.read_text())
+    assert limited["time_limit"] == {"seconds": 0.001, "queries_run": 1, "of": 3}
+    assert limited["results"]["vector"]["300"]["queries"] == 1
+    assert "the first 1 of the 3 sampled queries were run" in limited_table
+
 
 @pytest.mark.slow
 def test_bench_retrieval_scoped_asks_inside_the_gold_document(tmp_path: Path, settings: Any) -> None:
