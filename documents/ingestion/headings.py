@@ -284,7 +284,10 @@ def _read_label_line(line: _Line, finds: _LineFinds) -> bool:
 
 def _after_a_thematic_break(line: _Line) -> bool:
     """The line's nearest non-blank line above is a thematic break ("---", "***", "___")."""
-    for start, end in reversed(line.lines[: line.index]):
+    # Walked by index: a slice of the lines above, per label line, is quadratic in a form with
+    # thousands of "Label:" lines.
+    for index in range(line.index - 1, -1, -1):
+        start, end = line.lines[index]
         above = line.text[start:end].strip()
         if above:
             return bool(_THEMATIC_BREAK.fullmatch(above))
