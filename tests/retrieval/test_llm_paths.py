@@ -26,7 +26,6 @@ from retrieval.paths.llm import (
     build_outline,
     navigate_messages,
     parse_scores,
-    scores_schema,
     select_messages,
 )
 from retrieval.result import LEXICAL, LLM_NAVIGATE, LLM_SELECT, TREE_EXPANSION, VECTOR
@@ -214,9 +213,7 @@ def test_bipath_uses_both_llm_paths_and_packs_the_llm_choice_first(
 
     select_request, navigate_request = llm.chat_requests
     assert select_request["model"] == "test-model"
-    # the schema the server enforces names the ids shown: a grammar cannot write any other
-    shown_ids = sorted(int(found) for found in re.findall(r"<document id=(\d+)>", _prompt(select_request)))
-    assert select_request["response_format"]["json_schema"]["schema"] == scores_schema("documents", shown_ids)
+    assert select_request["response_format"]["json_schema"]["schema"] == SELECT_SCHEMA
     assert f"<document id={volcanoes.id}> Volcanoes" in _prompt(select_request)
     assert "Seismometers" not in _prompt(select_request)  # LLMselect reads the shallow outline only
     assert f"[node {lava}] (leaf," in _prompt(navigate_request)
