@@ -17,8 +17,9 @@ the same fixed requests, made by the product's own prompt builders:
    instead (the tests give the scripted one).
 
 Per model and per kind of prompt: the share of answers that are JSON the product's parser accepts,
-the share in the shape asked for (``parse_scores``, the markers list, ``summary_from_answer``), the
-share of the ids (or chunk markers) named that the prompt offered (or that stand verbatim in the
+the share in the shape asked for (``parse_scores``, the markers list, ``summary_from_answer``; an
+LLMselect or LLMnavigate answer cut off at its cap counts when its complete items are, as the
+product reads them: ``read_cut_off_answer``), the share of the ids (or chunk markers) named that the prompt offered (or that stand verbatim in the
 text): instruction following; answer tokens; seconds per call (p50 and max).
 """
 
@@ -57,7 +58,7 @@ from openfable.celery import app
 from openfable.llm import LLMClient, LLMConfig, LLMError, LLMOutputError
 from openfable.llm_endpoints import forget_endpoints
 from openfable.models import LLMCacheEntry
-from retrieval.paths.llm import LLMAnswerError, parse_scores
+from retrieval.paths.llm import LLMAnswerError, parse_scores, read_cut_off_answer, scores_schema
 from retrieval.services import retrieve
 from tests.fakes.llm.model import FableModelServer
 
@@ -273,13 +274,28 @@ def ask(client: LLMClient, probe: Probe) -> Answer:
         result = client.complete_json(
             probe.messages,
             schema=probe.schema,
+            # as the product asks: the ids the outline shows are not listed again in the prompt
+            prompt_schema=scores_schema(_SCORE_KEYS[probe.schema_name])
+            if probe.schema_name in _SCORE_KEYS
+            else None,
             schema_name=probe.schema_name,
             purpose=f"bench {probe.kind}",
             max_tokens=probe.max_tokens,
         )
     except LLMOutputError as error:
         seconds = time.perf_counter() - started
-        return Answer(probe.kind, seconds, error.completion_tokens, error="not JSON", text=error.text[:_KEPT])
+        answer = Answer(
+            probe.kind, seconds, error.completion_tokens, error="not JSON", text=error.text[:_KEPT]
+        )
+        cut_off = (
+            read_cut_off_answer(error.text, key=_SCORE_KEYS[probe.schema_name])
+            if probe.schema_name in _SCORE_KEYS and error.finish_reason == "length"
+            else None
+        )
+        if cut_off is not None:  # the product reads the complete items of a cut-off answer
+            answer.error = "cut off, complete items read"
+            judge(probe, cut_off, answer)
+        return answer
     except LLMError as error:
         return Answer(probe.kind, time.perf_counter() - started, error=f"failed: {error}"[:200])
     answer = Answer(

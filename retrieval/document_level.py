@@ -305,7 +305,9 @@ def llm_select_step(
     step = outcome_step(LLM_SELECT, outcome, outline)
     if step.scores is None and mode == "llm":
         note = "llm mode: LLMselect failed, so the vector paths answered instead."
-        return LLMStep(step.report, None, (*step.notes, note), step.usage, step.llm_down)
+        return LLMStep(
+            report=step.report, notes=(*step.notes, note), usage=step.usage, llm_down=step.llm_down
+        )
     return step
 
 

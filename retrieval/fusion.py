@@ -17,7 +17,7 @@ alone reproduces its own normalised ranking.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -101,26 +101,55 @@ def _fuse_one[K: SortableKey](
     )
 
 
+# What part of the ids an LLM path was shown counts as its reference's top (``agreement``).
+AGREEMENT_SHARE = 0.25
+
+
 @dataclass(frozen=True, slots=True)
 class Agreement[Key]:
     """How far an LLM path agrees with a reference path (the vector side of the same level)."""
 
-    weight: float  # the share of the LLM's picks the reference ranks in its top: its fusion weight
-    agreed: frozenset[Key]  # those picks
+    weight: float  # its agreement beyond chance, in [0, 1]: the LLM path's fusion weight
+    agreed: frozenset[Key]  # the picks the reference ranks in its top (none when weight is 0)
 
 
 def agreement[K: SortableKey](
-    llm: Mapping[K, float], reference: Mapping[K, float], *, top: int
+    llm: Mapping[K, float],
+    reference: Mapping[K, float],
+    *,
+    top: int,
+    offered: Collection[K] = (),
 ) -> Agreement[K]:
-    """The LLM's picks that ``reference`` also ranks among its ``top`` best, and their share.
+    """The LLM's picks that ``reference`` ranks among its best of what the LLM was shown, and
+    how far their share exceeds what picking at random among the ``offered`` ids would give.
 
     A weak model answers in valid JSON with picks no better than chance; a strong one mostly
-    agrees with the vector side and adds what it missed. Weighing the LLM path by this share
-    keeps a model that agrees with nothing from moving the ranking at all (bipath is then the
-    vector path), and lets one that agrees lead. No picks, or no reference: weight 0, none agreed.
+    agrees with the vector side and adds what it missed. The raw share is not the measure: the
+    LLM is shown the reference's own shortlist, so random picks land in its top as often as the
+    top is a part of what was shown (a quarter, for LLMselect's 5 of 20; Gemma 3 270M picking
+    at random moved bipath 3.4 to 3.8 points below vector on DragonBall, docs/benchmarks.md).
+    The weight is Cohen's chance correction of the share, ``(share - chance) / (1 - chance)``,
+    0 at or below chance: a model that agrees with the vector side no more than a coin would
+    leaves the ranking as it was (bipath is then the vector path), one that agrees leads.
+
+    The top is the reference's best ``AGREEMENT_SHARE`` of what was shown, at most ``top``: of
+    a small outline (one short document's 12 nodes) a fixed top of 20 would be all of it, and
+    agreeing with it would say nothing. ``offered``: the ids the LLM was shown (default: the
+    reference's and its picks). No picks or no reference: weight 0, none agreed.
     """
     if not llm or not reference or top <= 0:
         return Agreement(0.0, frozenset())
-    best = sorted(reference, key=lambda key: (-reference[key], key))[:top]
-    agreed = frozenset(key for key in llm if key in set(best))
-    return Agreement(len(agreed) / len(llm), agreed)
+    shown = set(offered or reference) | set(llm)
+    best = _best_shown(reference, shown, top=top)
+    chance = len(best) / len(shown)
+    agreed = frozenset(key for key in llm if key in best)
+    share = len(agreed) / len(llm)
+    if chance >= 1.0 or share <= chance:
+        return Agreement(0.0, frozenset())
+    return Agreement((share - chance) / (1.0 - chance), agreed)
+
+
+def _best_shown[K: SortableKey](reference: Mapping[K, float], shown: set[K], *, top: int) -> set[K]:
+    """The reference's best ``AGREEMENT_SHARE`` of the ``shown`` ids, at most ``top`` of them."""
+    ranked = sorted((key for key in reference if key in shown), key=lambda key: (-reference[key], key))
+    return set(ranked[: min(top, math.ceil(len(shown) * AGREEMENT_SHARE))])

@@ -22,6 +22,7 @@ COOLDOWN_DETAIL = "cooldown_remaining_s"  # in an LLM path's detail: it was held
 class LLMStep:
     report: PathReport
     scores: Mapping[int, float] | None = None  # None: failed or not tried
+    offered: frozenset[int] = frozenset()  # the ids its outline showed the LLM
     notes: tuple[str, ...] = ()
     usage: LLMUsage = field(default_factory=LLMUsage)
     llm_down: str = ""  # the LLM service failed: later LLM steps of this query are not tried
@@ -53,7 +54,13 @@ def outcome_step(name: str, outcome: llm_paths.LLMPathOutcome, outline: llm_path
     report = PathReport(
         name, ran=True, candidates=len(outcome.scores), dropped_ids=outcome.dropped_ids, detail=detail
     )
-    return LLMStep(report=report, scores=outcome.scores, notes=tuple(notes), usage=outcome.usage)
+    return LLMStep(
+        report=report,
+        scores=outcome.scores,
+        offered=outcome.offered,
+        notes=tuple(notes),
+        usage=outcome.usage,
+    )
 
 
 def cooldown_step(name: str, client: LLMClient, *, noted: bool) -> LLMStep | None:

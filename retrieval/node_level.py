@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,7 +138,7 @@ def node_level_chunks(
     else:
         expansion = _tree_expansion(nodes, selected, terms, query_settings, laps)
     node_paths = _node_paths(step, expansion)
-    weights, trusted = _llm_trust(node_paths)
+    weights, trusted = _llm_trust(node_paths, offered=step.offered)
     node_fused = fuse(node_paths, weights)
     packed, texts = _pack(
         node_fused, nodes, budget=budget, ranks=ranks, trusted=trusted, max_chunks=max_chunks
@@ -181,13 +181,16 @@ def _node_paths(step: LLMStep, expansion: _Expansion) -> dict[str, Mapping[int, 
     return paths
 
 
-def _llm_trust(paths: Mapping[str, Mapping[int, float]]) -> tuple[dict[str, float], frozenset[int]]:
+def _llm_trust(
+    paths: Mapping[str, Mapping[int, float]], *, offered: Collection[int]
+) -> tuple[dict[str, float], frozenset[int]]:
     """The node paths' weights, and the LLM's picks packed first.
 
-    Beside TreeExpansion, LLMnavigate weighs the share of its picks that TreeExpansion ranks in
-    its top ``AGREEMENT_TOP_NODES`` (``fusion.agreement``), and only those picks go first: a small
-    model's random picks no longer push the passages both paths found out of the budget. Alone
-    ("llm" mode), its picks are all it has.
+    Beside TreeExpansion, LLMnavigate weighs how far its picks agree, beyond chance among the
+    ``offered`` nodes its outline showed, with TreeExpansion's top ``AGREEMENT_TOP_NODES``
+    (``fusion.agreement``), and only its agreed picks go first, and only when it agrees beyond
+    chance: a small model's random picks no longer push the passages both paths found out of the
+    budget. Alone ("llm" mode), its picks are all it has.
     """
     weights = {name: NODE_PATH_WEIGHTS[name] for name in paths}
     llm = paths.get(LLM_NAVIGATE, {})
@@ -195,7 +198,7 @@ def _llm_trust(paths: Mapping[str, Mapping[int, float]]) -> tuple[dict[str, floa
         return weights, frozenset(llm)
     if LLM_NAVIGATE not in paths:
         return weights, frozenset()
-    agreed = agreement(llm, paths[TREE_EXPANSION], top=AGREEMENT_TOP_NODES)
+    agreed = agreement(llm, paths[TREE_EXPANSION], top=AGREEMENT_TOP_NODES, offered=offered)
     weights[LLM_NAVIGATE] *= agreed.weight
     return weights, agreed.agreed
 

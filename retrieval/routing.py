@@ -153,6 +153,7 @@ def route_documents(
     mode: str,
     retrieval_paths: Mapping[str, Mapping[int, float]],
     llm_scores: Mapping[int, float] | None,
+    llm_offered: Collection[int] = (),
     weights: Mapping[str, float],
     facts: Mapping[int, DocumentFacts],
     named_documents: Collection[int],
@@ -161,11 +162,12 @@ def route_documents(
     """Fuse the document-level paths and route the budget.
 
     ``retrieval_paths`` are the vector (and lexical) scores; ``llm_scores`` LLMselect's, None when
-    it did not answer. In "llm" mode with LLMselect's answer the other paths only shortlisted
-    documents for it and are not fused.
+    it did not answer, and ``llm_offered`` the documents it was shown. In "llm" mode with
+    LLMselect's answer the other paths only shortlisted documents for it and are not fused.
     """
     doc_paths = _document_paths(mode, retrieval_paths, llm_scores)
-    fused = [item for item in fuse(doc_paths, _document_weights(doc_paths, weights)) if item.key in facts]
+    path_weights = _document_weights(doc_paths, weights, llm_offered)
+    fused = [item for item in fuse(doc_paths, path_weights) if item.key in facts]
     selected, notes = _select(fused, facts, named_documents)
     sizes = {pk: fact.token_count for pk, fact in facts.items()}
     # Taken whole, they fit: the budget left takes the next documents (which keeps them fitting).
@@ -202,17 +204,19 @@ def _document_paths(
 
 
 def _document_weights(
-    doc_paths: Mapping[str, Mapping[int, float]], weights: Mapping[str, float]
+    doc_paths: Mapping[str, Mapping[int, float]], weights: Mapping[str, float], offered: Collection[int]
 ) -> dict[str, float]:
-    """The paths' weights; LLMselect's, beside the other paths, times the share of its picks that
-    they rank in their top ``AGREEMENT_TOP_DOCUMENTS`` (``fusion.agreement``): a model that picks
-    at random leaves the documents the other paths found in place."""
+    """The paths' weights; LLMselect's, beside the other paths, times how far its picks agree,
+    beyond chance among the ``offered`` documents, with their top ``AGREEMENT_TOP_DOCUMENTS``
+    (``fusion.agreement``): a model that picks at random leaves the documents the other paths
+    found in place."""
     chosen = {name: weights[name] for name in doc_paths}
     others = {name: scores for name, scores in doc_paths.items() if name != LLM_SELECT}
     if LLM_SELECT not in doc_paths or not others:
         return chosen
     reference = {item.key: item.score for item in fuse(others, {name: weights[name] for name in others})}
-    chosen[LLM_SELECT] *= agreement(doc_paths[LLM_SELECT], reference, top=AGREEMENT_TOP_DOCUMENTS).weight
+    agreed = agreement(doc_paths[LLM_SELECT], reference, top=AGREEMENT_TOP_DOCUMENTS, offered=offered)
+    chosen[LLM_SELECT] *= agreed.weight
     return chosen
 
 

@@ -324,6 +324,7 @@ def _document_level(
         mode=request.mode,
         retrieval_paths=retrieval_paths,
         llm_scores=select.scores if select is not None else None,
+        llm_offered=select.offered if select is not None else (),
         weights=weights,
         facts=info,
         named_documents=named.documents,

@@ -58,6 +58,7 @@ class _Request:
     schema_name: str
     purpose: str
     max_tokens: int | None
+    prompt_schema: dict[str, Any]  # the schema as the prompt spells it when the server does not enforce one
 
 
 class LLMClient:
@@ -133,8 +134,13 @@ class LLMClient:
         schema_name: str,
         purpose: str,
         max_tokens: int | None = None,
+        prompt_schema: dict[str, Any] | None = None,
     ) -> LLMResult:
         """One chat completion constrained to ``schema``, parsed.
+
+        ``prompt_schema``: the schema as the prompt spells it out for a server that does not
+        enforce ``schema`` (default: ``schema`` itself); a shorter equivalent where ``schema``
+        repeats what the prompt already shows (the ids an outline offers, as an ``enum``).
 
         Raises LLMOutputError (unparseable answer), LLMUnavailableError (transient failures
         outlived the retries) or LLMRequestError (rejected request).
@@ -153,9 +159,8 @@ class LLMClient:
             )
 
         started = time.monotonic()
-        response = self._call(
-            messages, schema=schema, schema_name=schema_name, purpose=purpose, max_tokens=max_tokens
-        )
+        request = _Request(messages, schema, schema_name, purpose, max_tokens, prompt_schema or schema)
+        response = self._call(request)
         choice = response.choices[0] if response.choices else None
         message = getattr(choice, "message", None)
         text = getattr(message, "content", None) or ""
@@ -231,16 +236,7 @@ class LLMClient:
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _call(
-        self,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        schema: dict[str, Any],
-        schema_name: str,
-        purpose: str,
-        max_tokens: int | None,
-    ) -> Any:
-        request = _Request(messages, schema, schema_name, purpose, max_tokens)
+    def _call(self, request: _Request) -> Any:
         endpoint = self.endpoint
         known = self._known_format(endpoint)
         if known is not None:
@@ -323,7 +319,9 @@ class LLMClient:
     def _request_kwargs(self, kind: ResponseFormat, request: _Request) -> dict[str, Any]:
         messages = [dict(m) for m in request.messages]
         if kind != "json_schema":  # the schema is no longer enforced by the server: spell it out
-            messages = with_schema_instruction(messages, schema=request.schema, name=request.schema_name)
+            messages = with_schema_instruction(
+                messages, schema=request.prompt_schema, name=request.schema_name
+            )
         kwargs: dict[str, Any] = {
             "model": self.model_name,
             "messages": messages,

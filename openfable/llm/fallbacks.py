@@ -20,6 +20,7 @@ class Fallback(StrEnum):
     EMPTY_ANSWER = "empty_answer"  # the answer was empty
     TIMEOUT = "timeout"  # one request got no answer in time (retried, or the call gave up)
     WRONG_IDS = "wrong_ids"  # ids the model invented (not in the outline it was shown), dropped
+    CUT_OFF_READ = "cut_off_read"  # an answer cut off at its length bound: its complete items were read
     WRONG_SHAPE = "wrong_shape"  # JSON, but not the shape asked for: the retrieval path failed
     NO_PICKS = "no_picks"  # "llm" mode, and the LLM picked nothing it was shown: the vector paths chose
     TEMPLATE_TOKENS = "template_tokens"  # chat-template tokens cut from a title or summary

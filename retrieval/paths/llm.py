@@ -21,13 +21,22 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from documents.ingestion.prompts import DOCUMENT_TAG, fence_untrusted
 from documents.models import Node
-from openfable.llm import Fallback, LLMClient, LLMError, LLMOutputError, LLMUsage, count_fallback
+from openfable.llm import (
+    Fallback,
+    LLMClient,
+    LLMError,
+    LLMOutputError,
+    LLMUsage,
+    count_fallback,
+    parse_json_output,
+)
 from openfable.llm_endpoints import with_schema_instruction
 from openfable.token_counting import count_chat_tokens
 from retrieval.paths.llm_outline import (
@@ -49,12 +58,15 @@ __all__ = [  # the outlines are built in ``llm_outline``; named here too, beside
     "Outline",
     "OutlineEntry",
     "answer_allowance",
+    "ask_for_scores",
     "build_outline",
     "internal_outline_entries",
     "llm_navigate",
     "llm_select",
     "navigate_messages",
     "parse_scores",
+    "read_cut_off_answer",
+    "scores_schema",
     "select_messages",
     "select_prompt_cap",
 ]
@@ -88,12 +100,23 @@ _UNTRUSTED_RULE = (
 )
 
 
-def _scores_schema(key: str) -> dict[str, Any]:
-    # No minimum/maximum on "score": strict structured output on some providers rejects them;
-    # parse_scores clips instead.
+def scores_schema(key: str, offered: Collection[int] = ()) -> dict[str, Any]:
+    """The answer's JSON schema: ``{key: [{"id", "score"}]}``.
+
+    With ``offered``, each id must be one of them (an ``enum``). A server that turns the schema
+    into a grammar (llama.cpp, strict structured output) then cannot write an id the outline did
+    not show: Gemma 3 270M, left free, named none of the 56 ids it was shown, counting 0, 1, 2 …
+    until its answer ran out (docs/benchmarks.md, "A real local model"). The prompt spells out
+    the schema without the list (``ask_for_scores``): the outline already shows every id.
+    """
+    # No minimum/maximum on "score" or maxItems on the list: strict structured output on some
+    # providers rejects numeric and length bounds; parse_scores clips, the answer cap bounds.
+    item_id: dict[str, Any] = {"type": "integer"}
+    if offered:
+        item_id["enum"] = sorted(offered)
     item = {
         "type": "object",
-        "properties": {"id": {"type": "integer"}, "score": {"type": "number"}},
+        "properties": {"id": item_id, "score": {"type": "number"}},
         "required": ["id", "score"],
         "additionalProperties": False,
     }
@@ -105,8 +128,8 @@ def _scores_schema(key: str) -> dict[str, Any]:
     }
 
 
-SELECT_SCHEMA = _scores_schema("documents")
-NAVIGATE_SCHEMA = _scores_schema("nodes")
+SELECT_SCHEMA = scores_schema("documents")
+NAVIGATE_SCHEMA = scores_schema("nodes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +142,7 @@ class LLMScores:
 class LLMPathOutcome:
     scores: dict[int, float]
     dropped_ids: int = 0
+    offered: frozenset[int] = frozenset()  # the ids the outline showed (what chance picks among)
     usage: LLMUsage = field(default_factory=LLMUsage)
     prompt_tokens: int = 0  # the prompt's size (chat framing included), sent or answered from the cache
     error: str = ""  # set when the path failed
@@ -243,26 +267,30 @@ def ask_for_scores(
     client: LLMClient,
     messages: list[Message],
     *,
-    schema: dict[str, Any],
     schema_name: str,
     purpose: str,
     key: str,
     offered: Collection[int],
     most_picks: int,
 ) -> LLMPathOutcome:
-    """One LLM call for at most ``most_picks`` scored ids; never raises: a failure comes back as
-    ``error`` for the caller to report."""
+    """One LLM call for at most ``most_picks`` scored ids out of ``offered``; never raises: a
+    failure comes back as ``error`` for the caller to report."""
     size = count_chat_tokens(messages)
     try:
         result = client.complete_json(
             messages,
-            schema=schema,
+            schema=scores_schema(key, offered),
+            prompt_schema=scores_schema(key),
             schema_name=schema_name,
             purpose=purpose,
             max_tokens=answer_allowance(most_picks),
         )
     except LLMOutputError as exc:
-        return LLMPathOutcome(scores={}, usage=LLMUsage.of(exc), prompt_tokens=size, error=str(exc))
+        cut_off = read_cut_off_answer(exc.text, key=key) if exc.finish_reason == "length" else None
+        if cut_off is None:
+            return LLMPathOutcome(scores={}, usage=LLMUsage.of(exc), prompt_tokens=size, error=str(exc))
+        count_fallback(Fallback.CUT_OFF_READ)
+        return _scored(cut_off, key=key, offered=offered, purpose=purpose, usage=LLMUsage.of(exc), size=size)
     except LLMError as exc:
         return LLMPathOutcome(
             scores={}, usage=LLMUsage.of(exc), prompt_tokens=size, error=str(exc), service_failed=True
@@ -273,17 +301,53 @@ def ask_for_scores(
         return LLMPathOutcome(
             scores={}, usage=LLMUsage.of(exc), prompt_tokens=size, error=error, service_failed=True
         )
-    usage = LLMUsage.of(result)
+    return _scored(
+        result.data, key=key, offered=offered, purpose=purpose, usage=LLMUsage.of(result), size=size
+    )
+
+
+def _scored(
+    data: Any, *, key: str, offered: Collection[int], purpose: str, usage: LLMUsage, size: int
+) -> LLMPathOutcome:
     try:
-        parsed = parse_scores(result.data, key=key, offered=offered)
+        parsed = parse_scores(data, key=key, offered=offered)
     except LLMAnswerError as exc:
         count_fallback(Fallback.WRONG_SHAPE)
         error = f"LLM answer for {purpose} has the wrong shape: {exc}"
         return LLMPathOutcome(scores={}, usage=usage, prompt_tokens=size, error=error)
     count_fallback(Fallback.WRONG_IDS, parsed.dropped_ids)
     return LLMPathOutcome(
-        scores=parsed.scores, dropped_ids=parsed.dropped_ids, usage=usage, prompt_tokens=size
+        scores=parsed.scores,
+        dropped_ids=parsed.dropped_ids,
+        offered=frozenset(offered),
+        usage=usage,
+        prompt_tokens=size,
     )
+
+
+# One item of a scores answer: an object with no object inside it.
+_ANSWER_ITEM = re.compile(r"\{[^{}]*\}")
+
+
+def read_cut_off_answer(text: str, *, key: str) -> dict[str, list[Any]] | None:
+    """The complete items of a ``{key: [...]}`` answer cut off at its length bound, or None.
+
+    A weak model often names what it picks first and then runs on (Gemma 3 270M: a long list,
+    or a score's digits) until the answer cap cuts it mid-item: 28 of 65 LLMselect answers and
+    42 of 125 LLMnavigate ones in the first 35 DragonBall queries. The items written before the
+    cut are the model's answer; without this the whole path failed. An item that does not read
+    as JSON (a number too large for a float) is left out, as is everything after the cut.
+    """
+    opening = re.match(rf'\s*(?:```\w*\s*)?\{{\s*"{re.escape(key)}"\s*:\s*\[', text)
+    if opening is None:
+        return None
+    items = []
+    for found in _ANSWER_ITEM.finditer(text, opening.end()):
+        try:
+            items.append(parse_json_output(found.group()))
+        except ValueError:
+            continue
+    return {key: items} if items else None
 
 
 def answer_allowance(most_picks: int) -> int:
@@ -358,7 +422,6 @@ def llm_select(
     outcome = ask_for_scores(
         client,
         select_messages(query=query, outline=outline),
-        schema=SELECT_SCHEMA,
         schema_name="document_selection",
         purpose="LLMselect",
         key="documents",
@@ -415,7 +478,6 @@ def llm_navigate(
     outcome = ask_for_scores(
         client,
         navigate_messages(query=query, outline=outline, token_budget=token_budget),
-        schema=NAVIGATE_SCHEMA,
         schema_name="node_selection",
         purpose="LLMnavigate",
         key="nodes",

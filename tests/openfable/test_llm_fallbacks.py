@@ -3,6 +3,7 @@ tokens (``openfable.llm.model_text``): what a real small model does, scripted ov
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -19,8 +20,8 @@ from openfable.llm import (
     fallback_counts,
 )
 from openfable.llm.model_text import has_template_tokens, strip_template_tokens
-from retrieval.paths.llm import NAVIGATE_SCHEMA, ask_for_scores
-from tests.fakes.llm.server import LLAMA_CPP_RESPONSE_FORMATS, ScriptedOpenAIServer, delay
+from retrieval.paths.llm import NAVIGATE_SCHEMA, ask_for_scores, scores_schema
+from tests.fakes.llm.server import LLAMA_CPP_RESPONSE_FORMATS, ChatReply, ScriptedOpenAIServer, delay
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -144,7 +145,6 @@ def test_invented_ids_and_a_wrong_shape_are_counted(scripted_openai: ScriptedOpe
         return ask_for_scores(
             client,
             [{"role": "user", "content": "Pick nodes."}],
-            schema=NAVIGATE_SCHEMA,
             schema_name="node_selection",
             purpose="LLMnavigate",
             key="nodes",
@@ -157,6 +157,74 @@ def test_invented_ids_and_a_wrong_shape_are_counted(scripted_openai: ScriptedOpe
     assert bad.failed and not bad.service_failed
     counted = counts_since(before)
     assert (counted[Fallback.WRONG_IDS], counted[Fallback.WRONG_SHAPE]) == (2, 1)
+
+
+def _navigate(client: LLMClient, offered: set[int]) -> Any:
+    return ask_for_scores(
+        client,
+        [{"role": "system", "content": "You find evidence."}, {"role": "user", "content": "Pick nodes."}],
+        schema_name="node_selection",
+        purpose="LLMnavigate",
+        key="nodes",
+        offered=offered,
+        most_picks=2,
+    )
+
+
+def test_the_ids_a_grammar_may_write_are_the_offered_ones_and_the_prompt_is_not_longer_for_it() -> None:
+    # llama-cpp-python turns the schema of a json_object request into a grammar: with the offered
+    # ids as an enum, a model that invents ids (Gemma 3 270M named none of 56 it was shown) can
+    # only write shown ones. The prompt spells out the schema without the list (the outline shows
+    # the ids already), so the outline's room is what it was.
+    with ScriptedOpenAIServer(response_formats=LLAMA_CPP_RESPONSE_FORMATS) as server:
+        server.script_chat({"nodes": [{"id": 8, "score": 0.7}]})
+        outcome = _navigate(_client(server), {8, 7, 30})
+        refused, taken = server.chat_requests
+    assert outcome.scores == {8: 0.7} and not outcome.failed
+    assert refused["response_format"]["json_schema"]["schema"] == scores_schema("nodes", {7, 8, 30})
+    enforced = taken["response_format"]["schema"]
+    assert enforced["properties"]["nodes"]["items"]["properties"]["id"] == {
+        "type": "integer",
+        "enum": [7, 8, 30],
+    }
+    spelled = taken["messages"][0]["content"]
+    assert json.dumps(NAVIGATE_SCHEMA, separators=(",", ":")) in spelled and "enum" not in spelled
+
+
+@pytest.mark.parametrize(
+    ("answer", "scores", "read"),
+    [
+        # cut in the middle of the third item's score: the two complete items are the answer
+        (
+            '{"nodes": [{"id": 7, "score": 0.9}, {"id": 8, "score": 0.4}, {"id": 30, "score": 0.065324867',
+            {7: 0.9, 8: 0.4},
+            True,
+        ),
+        # a score too large for a float is left out, the item after it read
+        ('{"nodes": [{"id": 7, "score": 1e999}, {"id": 8, "score": 0.5}, {"id"', {8: 0.5}, True),
+        ('{"nodes": [{"id": 7, "sco', {}, False),  # nothing complete: the path fails as before
+        ("Sure! Here are the nodes: 7, 8, 30, 31, 32", {}, False),  # not the asked shape at all
+    ],
+)
+def test_an_answer_cut_off_at_its_bound_keeps_its_complete_items(
+    scripted_openai: ScriptedOpenAIServer, answer: str, scores: dict[int, float], read: bool
+) -> None:
+    scripted_openai.script_chat(ChatReply(content=answer, finish_reason="length"))
+    before = fallback_counts()
+    outcome = _navigate(_client(scripted_openai), {7, 8, 30})
+    counted = counts_since(before)
+    assert outcome.scores == scores
+    assert outcome.failed is not read
+    assert (counted[Fallback.INVALID_JSON], counted[Fallback.CUT_OFF_READ]) == (1, int(read))
+
+
+def test_an_unparseable_answer_that_was_not_cut_off_is_not_read(
+    scripted_openai: ScriptedOpenAIServer,
+) -> None:
+    # the same broken text with finish_reason "stop" is the model's whole answer, and it is broken
+    scripted_openai.script_chat(ChatReply(content='{"nodes": [{"id": 7, "score": 0.9}, {"id": 8, "sc'))
+    outcome = _navigate(_client(scripted_openai), {7, 8})
+    assert outcome.failed and outcome.scores == {}
 
 
 def test_a_raw_line_break_inside_a_string_is_read() -> None:

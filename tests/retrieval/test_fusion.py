@@ -107,12 +107,38 @@ def test_span_index_agrees_with_checking_every_kept_node(spans: list[tuple[int, 
             kept.append(outline)
 
 
-def test_agreement_is_the_share_of_llm_picks_the_reference_ranks_high() -> None:
-    reference = {1: 0.9, 2: 0.8, 3: 0.7, 4: 0.1}
-    agreed = agreement({1: 1.0, 4: 0.9, 9: 0.5, 3: 0.2}, reference, top=3)
-    assert agreed.agreed == frozenset({1, 3})
-    assert agreed.weight == 0.5
-    assert agreement({9: 1.0}, reference, top=3).weight == 0.0  # random picks weigh nothing
+def test_agreement_is_the_share_of_llm_picks_the_reference_ranks_high_beyond_chance() -> None:
+    # The LLM was shown 20 documents, the reference ranks 5 of them in its top: a pick at random
+    # lands there a quarter of the time.
+    reference = {key: 1.0 - key / 100 for key in range(1, 21)}
+    shown = list(reference)
+
+    def weight(*picks: int) -> float:
+        return agreement(dict.fromkeys(picks, 1.0), reference, top=5, offered=shown).weight
+
+    assert weight(1, 2, 3, 4) == 1.0  # every pick in the top
+    assert weight(1, 2, 10, 11) == pytest.approx((0.5 - 0.25) / 0.75)
+    assert weight(1, 10, 11, 12) == 0.0  # a quarter agreed: what picking at random gives
+    assert weight(15) == 0.0 and weight() == 0.0
+    agreed = agreement({1: 1.0, 4: 0.9, 9: 0.5}, reference, top=5, offered=shown)
+    assert agreed.agreed == frozenset({1, 4})
+    # At or below chance nothing is trusted, not even the picks that happen to agree.
+    assert (
+        agreement({1: 1.0, 10: 1.0, 11: 1.0, 12: 1.0}, reference, top=5, offered=shown).agreed == frozenset()
+    )
+
+
+def test_of_a_small_outline_the_top_is_its_best_quarter() -> None:
+    # One short document's 8 nodes: a top of 20 would be all of them (agreeing would say nothing).
+    reference = {key: 1.0 - key / 100 for key in range(1, 9)}
+    shown = list(reference)
+    assert agreement({1: 1.0}, reference, top=20, offered=shown).weight == 1.0
+    assert agreement({2: 1.0}, reference, top=20, offered=shown).agreed == frozenset({2})
+    assert agreement({5: 1.0}, reference, top=20, offered=shown).weight == 0.0
+    # What the reference ranks but the LLM was not shown is not its top.
+    assert agreement({3: 1.0}, {**reference, 0: 5.0}, top=20, offered=shown).weight == 0.0
+    # Not told what was shown: the reference's keys and the picks.
+    assert agreement({1: 1.0, 2: 1.0}, {**reference, 9: 0.1}, top=20).weight == 1.0
     assert agreement({}, reference, top=3).weight == 0.0
     assert agreement({1: 1.0}, {}, top=3).agreed == frozenset()
 

@@ -101,3 +101,28 @@ def test_at_most_max_selected_documents_are_selected_and_the_value_is_frozen() -
     assert len(routing.selected) == MAX_SELECTED_DOCUMENTS
     with pytest.raises(dataclasses.FrozenInstanceError):
         routing.selected = ()  # type: ignore[misc]
+
+
+def test_llmselect_picking_no_better_than_chance_leaves_the_vector_order() -> None:
+    # 20 documents shown, 5 of them in the vector path's top: a model at chance gets a quarter of
+    # its picks there. Weighed by that raw share, its pick of document 2 would pass document 1.
+    vector = {pk: 1.0 - pk / 100 for pk in range(1, 21)}
+    facts = {pk: DocumentFacts(title=str(pk), token_count=400) for pk in vector}
+    at_chance = {2: 1.0, 12: 1.0, 15: 1.0, 18: 1.0}
+    routing = _route(
+        mode="bipath",
+        retrieval_paths={VECTOR: vector},
+        llm_scores=at_chance,
+        llm_offered=list(vector),
+        facts=facts,
+    )
+    assert [item.key for item in routing.fused][:5] == [1, 2, 3, 4, 5]
+    # Agreeing beyond chance, its pick leads.
+    agreeing = _route(
+        mode="bipath",
+        retrieval_paths={VECTOR: vector},
+        llm_scores={2: 1.0, 3: 0.2},
+        llm_offered=list(vector),
+        facts=facts,
+    )
+    assert [item.key for item in agreeing.fused][:2] == [2, 1]
