@@ -287,11 +287,8 @@ def ask(client: LLMClient, probe: Probe) -> Answer:
         answer = Answer(
             probe.kind, seconds, error.completion_tokens, error="not JSON", text=error.text[:_KEPT]
         )
-        cut_off = (
-            read_cut_off_answer(error.text, key=_SCORE_KEYS[probe.schema_name])
-            if probe.schema_name in _SCORE_KEYS and error.finish_reason == "length"
-            else None
-        )
+        key = _SCORE_KEYS.get(probe.schema_name)
+        cut_off = read_cut_off_answer(error, key=key) if key else None
         if cut_off is not None:  # the product reads the complete items of a cut-off answer
             answer.error = "cut off, complete items read"
             judge(probe, cut_off, answer)

@@ -286,7 +286,7 @@ def ask_for_scores(
             max_tokens=answer_allowance(most_picks),
         )
     except LLMOutputError as exc:
-        cut_off = read_cut_off_answer(exc.text, key=key) if exc.finish_reason == "length" else None
+        cut_off = read_cut_off_answer(exc, key=key)
         if cut_off is None:
             return LLMPathOutcome(scores={}, usage=LLMUsage.of(exc), prompt_tokens=size, error=str(exc))
         count_fallback(Fallback.CUT_OFF_READ)
@@ -329,8 +329,9 @@ def _scored(
 _ANSWER_ITEM = re.compile(r"\{[^{}]*\}")
 
 
-def read_cut_off_answer(text: str, *, key: str) -> dict[str, list[Any]] | None:
-    """The complete items of a ``{key: [...]}`` answer cut off at its length bound, or None.
+def read_cut_off_answer(error: LLMOutputError, *, key: str) -> dict[str, list[Any]] | None:
+    """The complete items of a ``{key: [...]}`` answer cut off at its length bound, or None (the
+    answer was not cut off there, or has no complete item).
 
     A weak model often names what it picks first and then runs on (Gemma 3 270M: a long list,
     or a score's digits) until the answer cap cuts it mid-item: 28 of 65 LLMselect answers and
@@ -338,11 +339,13 @@ def read_cut_off_answer(text: str, *, key: str) -> dict[str, list[Any]] | None:
     cut are the model's answer; without this the whole path failed. An item that does not read
     as JSON (a number too large for a float) is left out, as is everything after the cut.
     """
-    opening = re.match(rf'\s*(?:```\w*\s*)?\{{\s*"{re.escape(key)}"\s*:\s*\[', text)
+    if error.finish_reason != "length":
+        return None
+    opening = re.match(rf'\s*(?:```\w*\s*)?\{{\s*"{re.escape(key)}"\s*:\s*\[', error.text)
     if opening is None:
         return None
     items = []
-    for found in _ANSWER_ITEM.finditer(text, opening.end()):
+    for found in _ANSWER_ITEM.finditer(error.text, opening.end()):
         try:
             items.append(parse_json_output(found.group()))
         except ValueError:
