@@ -98,6 +98,13 @@ def register(subparsers: Any) -> None:
         "queries run (0: none). With a real model's answers cached, a rerun goes on from there.",
     )
     bench.add_argument(
+        "--skip-queries",
+        type=int,
+        default=0,
+        help="start after the first N queries of the sample: go on from a run --time-limit cut "
+        "(bench-merge joins the two reports)",
+    )
+    bench.add_argument(
         "--collection", default="", help="reuse this already-ingested collection (skips ingestion)"
     )
     bench.add_argument(
@@ -115,6 +122,14 @@ def register(subparsers: Any) -> None:
         "files and compare, matching on normalised text",
     )
     bench.set_defaults(handler=_handle_bench_retrieval)
+
+    merge = subparsers.add_parser(
+        "bench-merge",
+        help="one bench-retrieval report from runs over parts of one sample (--time-limit, --skip-queries)",
+    )
+    merge.add_argument("reports", nargs="+", type=Path, help="bench-retrieval --json files, in sample order")
+    merge.add_argument("--json", dest="json_path", type=Path, help="also write the joined report here")
+    merge.set_defaults(handler=_handle_bench_merge)
 
     plot = subparsers.add_parser(
         "bench-plot", help="draw recall against budget (SVG) from a bench-retrieval --json file"
@@ -425,8 +440,16 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
     budgets = _parse_budgets(options["budgets"])
     methods = _parse_retrieval_methods(options.get("modes"))
     limit = options.get("limit") or 0
-    if options["max_queries"] < 0 or limit < 0 or (options.get("time_limit") or 0) < 0:
-        raise BenchInputError("--max-queries, --limit and --time-limit must be 0 (none) or more")
+    numbers = (
+        options["max_queries"],
+        limit,
+        options.get("time_limit") or 0,
+        options.get("skip_queries") or 0,
+    )
+    if min(numbers) < 0:
+        raise BenchInputError(
+            "--max-queries, --limit, --time-limit and --skip-queries must be 0 (none) or more"
+        )
     report = bench_retrieval(
         docs_path=options["docs"],
         queries_path=options["queries"],
@@ -439,6 +462,7 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
         limit=limit,
         scoped=bool(options.get("scoped")),
         time_limit_s=options.get("time_limit") or 0.0,
+        skip_queries=options.get("skip_queries") or 0,
         log=_log,
     )
     _save_json(options, report)
@@ -447,6 +471,25 @@ def _handle_bench_retrieval(options: dict[str, Any]) -> str:
 
         write_recall_chart(report, options["plot_path"])
     return format_retrieval(report) + _kept_collection_note(report, reused=bool(options.get("collection")))
+
+
+def _handle_bench_merge(options: dict[str, Any]) -> str:
+    from fable_benchmarks.merge import merge_retrieval_reports
+    from fable_benchmarks.report import format_retrieval
+
+    _check_files("reports", options["reports"])
+    parts = []
+    for path in options["reports"]:
+        try:
+            parts.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            raise BenchInputError(f"{path} is not a bench-retrieval --json report ({exc})") from exc
+    try:
+        report = merge_retrieval_reports(parts, [path.name for path in options["reports"]])
+    except (KeyError, TypeError) as exc:
+        raise BenchInputError(f"a report lacks what bench-retrieval --json writes ({exc!r})") from exc
+    _save_json(options, report)
+    return format_retrieval(report)
 
 
 def _parse_retrieval_methods(modes: str | None) -> list[str] | None:

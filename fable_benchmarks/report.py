@@ -110,6 +110,20 @@ def format_retrieval(report: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _merged_line(parts: list[dict[str, Any]]) -> str:
+    """Which queries of the sample each joined report ran, and on which commit."""
+    spans = []
+    for part in parts:
+        first = part["skipped_queries"] + 1
+        commit = part["commit"] or "commit unknown"
+        spans.append(f"{first}-{first + part['queries_run'] - 1} ({part['file']}, {commit})")
+    return (
+        f"Joined from {len(parts)} runs over parts of one sample (bench-merge): queries "
+        + ", ".join(spans)
+        + ". Query latency is each run's own: see their reports."
+    )
+
+
 CellText = Callable[[dict[str, Any]], str]  # one method's summary at one budget -> a table cell
 
 _SHARE_TABLES: tuple[tuple[str, CellText], ...] = (
@@ -138,6 +152,10 @@ def _format_intro(report: dict[str, Any]) -> list[str]:
             f"{limited['of']} sampled queries were run; every number below is theirs.",
             "",
         ]
+    if skipped := report.get("skipped_queries"):
+        lines += [f"The first {skipped} queries of the sample were skipped (--skip-queries).", ""]
+    if merged := report.get("merged"):
+        lines += [_merged_line(merged), ""]
     if scoped := report.get("scoped"):
         lines += [
             f"Scoped: each single-document query without its document's name, filtered to that document; "

@@ -53,6 +53,7 @@ least one chunk came back) and, per missed reference, whether its document was n
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -232,6 +233,7 @@ def bench_retrieval(
     limit: int = 0,
     scoped: bool = False,
     time_limit_s: float = 0.0,
+    skip_queries: int = 0,
     log: Log | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and return every number (the JSON report; ``report.format_retrieval``
@@ -242,7 +244,9 @@ def bench_retrieval(
     ``time_limit_s``: no query of the sample is started once that many seconds of querying have
     passed; every number then covers the queries run, in sample order (a real model on a CPU
     answers a query in minutes: its answers are cached, so the same command run again later
-    gets through those queries in moments and goes on)."""
+    gets through those queries in moments and goes on). ``skip_queries``: start after that many
+    queries of the sample, to go on from a run the time limit cut (``bench-merge`` joins the two
+    reports into one; see ``fable_benchmarks.merge``)."""
     say: Log = log or (lambda message: None)
     _check_options(files_path=files_path, collection_slug=collection_slug, scoped=scoped)
     llm = llm_configured()
@@ -250,7 +254,7 @@ def bench_retrieval(
         methods = _default_methods(scoped=scoped, llm=llm)
     inputs = _read_inputs(
         docs_path, queries_path, limit=limit, max_queries=max_queries, scoped=scoped, say=say
-    )
+    ).skipping(skip_queries, say=say)
     split = SentenceSplitter()
     match: Match = normalise if files_path is not None else _exact
     prepared = _prepare_all(inputs, split, match, scoped=scoped)
@@ -292,6 +296,22 @@ def bench_retrieval(
     return report
 
 
+def code_commit() -> str:
+    """The commit of the code that measured (with "+changes" when the work tree differs from it),
+    or "" outside a git checkout: reports joined by ``bench-merge`` say what each part ran."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return f"{head}+changes" if dirty else head
+
+
 def _check_options(*, files_path: Path | None, collection_slug: str, scoped: bool) -> None:
     if files_path is not None and collection_slug:
         raise BenchInputError("--files ingests the files now: leave out --collection")
@@ -315,10 +335,20 @@ class _Inputs:
     answerable: list[BenchQuery]  # of those, the ones with references
     sampled: int  # how many of those were sampled (``max_queries``)
     queries: list[BenchQuery]  # the ones asked: the sample, single-document only when scoped
+    skipped: int = 0  # how many of the sample were not asked (``skip_queries``)
 
     @cached_property
     def contents(self) -> dict[Any, str]:
         return {record.doc_id: record.content for record in self.records}
+
+    def skipping(self, count: int, *, say: Log) -> _Inputs:
+        """The same inputs, asking the queries after the first ``count`` of the sample only."""
+        if not count:
+            return self
+        if count >= len(self.queries):
+            raise BenchInputError(f"--skip-queries {count} leaves none of the {len(self.queries)} queries")
+        say(f"--skip-queries: the first {count} of the {len(self.queries)} queries are not asked")
+        return replace(self, queries=self.queries[count:], skipped=count)
 
 
 def _read_inputs(
@@ -356,6 +386,7 @@ def _inputs_summary(inputs: _Inputs) -> dict[str, Any]:
         "queries": len(inputs.queries),
         "queries_without_references": len(inputs.all_queries) - len(inputs.answerable),
         "query_types": dict(sorted(Counter(query.query_type for query in inputs.queries).items())),
+        **({"skipped_queries": inputs.skipped} if inputs.skipped else {}),
     }
 
 
@@ -374,6 +405,7 @@ def _run_summary(
         "collection": collection.slug if collection is not None else None,
         "ingestion": ingestion,
         "matching": "normalised" if from_files else "exact",
+        "commit": code_commit(),
     }
 
 

@@ -119,6 +119,12 @@ def _bench(*args: str) -> str:
     return out.getvalue()
 
 
+def _merge(*args: str) -> str:
+    out = io.StringIO()
+    call_command(BenchCommand(), "bench-merge", *args, stdout=out)
+    return out.getvalue()
+
+
 @pytest.mark.slow
 def test_bench_retrieval_prints_tables_and_writes_every_number(tmp_path: Path, settings: Any) -> None:
     settings.DATA_DIR = tmp_path / "data"  # the embedding cache goes here
@@ -185,6 +191,38 @@ def test_bench_retrieval_prints_tables_and_writes_every_number(tmp_path: Path, s
     assert limited["results"]["vector"]["300"]["queries"] == 1
     assert "the first 1 of the 3 sampled queries were run" in limited_table
 
+    # The rest of the sample in a second run, joined: the numbers of one run over all three.
+    rest_path, merged_path = tmp_path / "rest.json", tmp_path / "merged.json"
+    rest_table = _bench(
+        "--docs", str(docs), "--queries", str(queries), "--budgets", "300", "--modes", "vector",
+        "--collection", slug, "--json", str(rest_path), "--skip-queries", "1",
+    )  # fmt: skip
+    assert "The first 1 queries of the sample were skipped" in rest_table
+    rest = json.loads(rest_path.read_text())
+    assert rest["skipped_queries"] == 1 and rest["results"]["vector"]["300"]["queries"] == 2
+    merged_table = _merge(str(limited_path), str(rest_path), "--json", str(merged_path))
+    merged = json.loads(merged_path.read_text())
+    whole, joined = again["results"]["vector"]["300"], merged["results"]["vector"]["300"]
+    assert joined["queries"] == 3 and merged["queries"] == 3
+    for key in ("recall", "eir", "doc_found", "mean_tokens"):
+        assert joined[key] == pytest.approx(whole[key], abs=1e-4), key
+    assert joined["recall_by_type"] == pytest.approx(whole["recall_by_type"], abs=1e-4)
+    assert joined["reference_outcomes"] == pytest.approx(whole["reference_outcomes"], abs=1e-4)
+    assert sorted(row["query_id"] for row in merged["per_query"]["vector"]["300"]) == [1, 2, 3]
+    assert (
+        "Joined from 2 runs over parts of one sample (bench-merge): queries 1-1 (limited.json" in merged_table
+    )
+    assert "2-3 (rest.json" in merged_table
+    for paths, message in (
+        ([limited_path, limited_path], "query 1 is in both limited.json and limited.json"),
+        ([limited_path, again_path], "the reports differ in 'methods'"),
+        ([limited_path], "bench-merge joins two reports or more"),
+        ([limited_path, tmp_path / "nowhere.json"], "no such file"),
+        ([limited_path, docs], "is not a bench-retrieval --json report"),
+    ):
+        code, result = run_bench("bench-merge", *map(str, paths))
+        assert code == 1 and message in result["error"], (paths, result)
+
 
 @pytest.mark.slow
 def test_bench_retrieval_scoped_asks_inside_the_gold_document(tmp_path: Path, settings: Any) -> None:
@@ -237,6 +275,8 @@ def test_bench_retrieval_refuses_bad_input(tmp_path: Path) -> None:
         (["--docs", str(docs), "--queries", str(queries), "--budgets", "lots"], "not a number of tokens"),
         (["--docs", str(docs), "--queries", str(queries), "--modes", "vector,magic"], "unknown magic"),
         (["--docs", str(docs), "--queries", str(queries), "--max-queries", "-1"], "--max-queries"),
+        (["--docs", str(docs), "--queries", str(queries), "--skip-queries", "-1"], "--skip-queries"),
+        (["--docs", str(docs), "--queries", str(queries), "--skip-queries", "3"], "leaves none of the 3"),
         (["--docs", str(docs), "--queries", str(queries), "--collection", "nope"], "no such collection"),
         (["--docs", str(tmp_path / "missing.jsonl"), "--queries", str(queries)], "no such file"),
         (
