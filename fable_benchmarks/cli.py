@@ -231,6 +231,19 @@ def register(subparsers: Any) -> None:
     )
     cost.add_argument("--queries-file", action="append", type=Path, default=[], help="with --real-llm")
     cost.add_argument(
+        "--skip-documents",
+        type=int,
+        default=0,
+        help="with --real-llm: start after the N shortest documents of each file (go on from a run "
+        "--time-limit cut)",
+    )
+    cost.add_argument(
+        "--time-limit",
+        type=float,
+        default=0.0,
+        help="with --real-llm: seconds after which no further document is indexed (0: none)",
+    )
+    cost.add_argument(
         "--local-model",
         default="",
         help="with --real-llm: which local model (gemma-3-270m, smollm2-135m; default: "
@@ -635,23 +648,27 @@ def _bench_corpus_latency(options: dict[str, Any]) -> str:
 
 def _bench_cost_real(options: dict[str, Any], budget: int) -> str:
     from fable_benchmarks.cost_real import bench_cost_real
-    from fable_benchmarks.report import write_json
+    from fable_benchmarks.report import format_cost_real, write_json
 
     queries_files = options["queries_file"]
     if len(queries_files) != len(options["docs"]):
         raise BenchInputError("--real-llm: give one --queries-file per --docs file, in the same order")
     _check_files("queries-file", queries_files)
+    if options["skip_documents"] < 0 or options["time_limit"] < 0:
+        raise BenchInputError("--skip-documents and --time-limit must be 0 (none) or more")
     report = bench_cost_real(
         datasets=list(zip(options["docs"], queries_files, strict=True)),
         ingest_limit=options["ingest_limit"],
         queries=options["queries"],
         budget=budget,
         local_model=options.get("local_model") or "",
+        skip_documents=options["skip_documents"],
+        time_limit_s=options["time_limit"],
         log=_log,
     )
     if options.get("json_path"):
         write_json(report, options["json_path"])
-    return json.dumps(report, indent=2)
+    return format_cost_real(report)
 
 
 def _handle_bench_local_models(options: dict[str, Any]) -> str:
@@ -685,8 +702,8 @@ def _handle_bench_cost(options: dict[str, Any]) -> str:
     if options["ingest_limit"] < 1:
         raise BenchInputError("--ingest-limit must be at least 1")
     scopes = _parse_scopes(options["scopes"])
-    if options["queries"] < 1:
-        raise BenchInputError("--queries must be at least 1")
+    if options["queries"] < (0 if options.get("real_llm") else 1):
+        raise BenchInputError("--queries must be at least 1 (0 with --real-llm: ingestion only)")
     if options["nodes_per_document"] < 8:
         raise BenchInputError("--nodes-per-document must be at least 8")
     budget = _parse_budgets(str(options["budget"]))[0]

@@ -10,8 +10,14 @@ wall time per call and per query, and every fallback the model caused (``openfab
 
 The documents are the ``ingest_limit`` shortest of each file (a 270M model on 2 cores reads about
 a few hundred tokens a second); the queries are the first ``queries`` of the matching queries file
-whose gold documents are among them. Fresh collections, deleted at the end; the embedder is the
-configured one.
+whose gold documents are among them. Each document is also indexed by the structural builder, on
+the same machine in the same run, so the report gives the LLM builder's time against it. Fresh
+collections, deleted at the end; the embedder is the configured one.
+
+All of a dataset's documents take hours of a CPU model, more than one sitting: ``time_limit_s``
+stops indexing once it has passed (the report says how many were indexed), and
+``skip_documents`` starts after that many of the shortest, so a later run indexes the rest. Each
+document's row is in the report: the parts' sums are the whole's.
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ def bench_cost_real(
     queries: int = 5,
     budget: int = 2000,
     local_model: str = "",
+    skip_documents: int = 0,
+    time_limit_s: float = 0.0,
     log: Log | None = None,
 ) -> dict[str, Any]:
     """``datasets``: (documents JSONL, queries JSONL) pairs."""
@@ -61,13 +69,17 @@ def bench_cost_real(
     # this run writes are never asked for again: those made while it ran are deleted at the end.
     alias = f"{chosen}-bench-{uuid.uuid4().hex[:8]}"
     started = timezone.now()
+    deadline = Deadline(time_limit_s)
     with local_model_server(chosen, alias, say) as url, _pointed_at(alias, url):
         report: dict[str, Any] = {"model": chosen, "base_url": url, "budget": budget}
         try:
             report["datasets"] = [
-                _dataset(docs, queries_path, limit=ingest_limit, queries=queries, budget=budget, say=say)
+                _dataset(
+                    shortest_documents(docs, ingest_limit)[skip_documents:], docs.name, queries_path,
+                    queries=queries, budget=budget, deadline=deadline, say=say,
+                ) | {"skipped_documents": skip_documents}
                 for docs, queries_path in datasets
-            ]
+            ]  # fmt: skip
         finally:
             report["cache_rows_deleted"] = LLMCacheEntry.objects.filter(created_at__gte=started).delete()[0]
     return report
@@ -144,46 +156,102 @@ def add_dataset_document(
     )
 
 
+class Deadline:
+    """``seconds`` from now (0: never): no further document is indexed once it has passed (the
+    one in hand is finished)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.ends = time.monotonic() + seconds if seconds else None
+
+    def passed(self) -> bool:
+        return self.ends is not None and time.monotonic() >= self.ends
+
+
 def _dataset(
-    docs: Path, queries_path: Path, *, limit: int, queries: int, budget: int, say: Log
+    items: Sequence[DatasetDocument],
+    name: str,
+    queries_path: Path,
+    *,
+    queries: int,
+    budget: int,
+    deadline: Deadline,
+    say: Log,
 ) -> dict[str, Any]:
-    items = shortest_documents(docs, limit)
-    collection = collection_create(name=f"bench-cost-real {docs.stem} {uuid.uuid4().hex[:6]}")
+    """``items`` indexed by the LLM builder (then by the structural one, for its time), and
+    ``queries`` bipath queries about them."""
+    collection = collection_create(name=f"bench-cost-real {Path(name).stem} {uuid.uuid4().hex[:6]}")
     try:
         before = fallback_counts()
-        indexed, by_doc_id = [], {}
-        for item in items:
-            created = add_dataset_document(collection, item, builder=Document.Builder.LLM)
-            started = time.perf_counter()
-            run = job_run_now(document_id=created.document.pk)
-            seconds = time.perf_counter() - started
-            if run is None:
-                raise BenchInputError(f"document {item.doc_id} had no ingestion job to run")
-            created.document.refresh_from_db()
-            indexed.append(_indexed(run.job, created.document, seconds))
-            by_doc_id[item.doc_id] = created.document.pk
-            say(f"{docs.name}: indexed {item.doc_id} in {seconds:.0f} s ({created.document.builder})")
+        indexed, by_doc_id = index_documents(collection, items, name, deadline=deadline, say=say)
         ingestion_fallbacks = counts_since(before)
         picked = [q for q in read_queries(queries_path) if set(q.doc_ids) & set(by_doc_id)][:queries]
         before = fallback_counts()
         measured = [_query(q, collection.pk, budget, say) for q in picked]
-        return {
-            "dataset": docs.name,
+        report = {
+            "dataset": name,
             "ingestion": _sum_ingestion(indexed) | {"fallbacks": _nonzero(ingestion_fallbacks)},
             "queries": _sum_queries(measured) | {"fallbacks": _nonzero(counts_since(before))},
+            "documents": indexed,
         }
+        if len(indexed) < len(items):
+            report["time_limit"] = {"seconds": deadline.seconds, "indexed": len(indexed), "of": len(items)}
+        return report
     finally:
         collection_delete(collection=collection)
 
 
-def _indexed(job: Any, document: Document, seconds: float) -> dict[str, Any]:
+def index_documents(
+    collection: Collection, items: Sequence[DatasetDocument], name: str, *, deadline: Deadline, say: Log
+) -> tuple[list[dict[str, Any]], dict[Any, int]]:
+    """Each of ``items`` indexed into ``collection`` by the LLM builder, then into a collection of
+    its own by the structural builder, one after the other, until ``deadline``: a row per
+    document (both times), and the LLM-built documents' ids by doc_id."""
+    indexed: list[dict[str, Any]] = []
+    by_doc_id: dict[Any, int] = {}
+    structural = collection_create(name=f"{collection.name} structural")
+    try:
+        for item in items:
+            built, seconds, job = _index(collection, item, Document.Builder.LLM)
+            _, structural_seconds, _ = _index(structural, item, Document.Builder.STRUCTURAL)
+            indexed.append(_indexed(item, job, built, seconds, structural_seconds))
+            by_doc_id[item.doc_id] = built.pk
+            say(
+                f"{name}: indexed {item.doc_id} in {seconds:.0f} s ({built.builder}); "
+                f"structural builder {structural_seconds:.1f} s"
+            )
+            if deadline.passed() and len(indexed) < len(items):
+                say(f"{name}: time limit, {len(indexed)} of {len(items)} documents indexed")
+                break
+    finally:
+        collection_delete(collection=structural)
+    return indexed, by_doc_id
+
+
+def _index(collection: Collection, item: DatasetDocument, builder: str) -> tuple[Document, float, Any]:
+    """``item`` added by ``builder`` and its job run here: the document, the job's wall time, the job."""
+    created = add_dataset_document(collection, item, builder=builder)
+    started = time.perf_counter()
+    run = job_run_now(document_id=created.document.pk)
+    seconds = time.perf_counter() - started
+    if run is None:
+        raise BenchInputError(f"document {item.doc_id} had no ingestion job to run")
+    created.document.refresh_from_db()
+    return created.document, seconds, run.job
+
+
+def _indexed(
+    item: DatasetDocument, job: Any, document: Document, seconds: float, structural_seconds: float
+) -> dict[str, Any]:
     return {
+        "doc_id": item.doc_id,
         "document_tokens": document.token_count,
         "builder": document.builder,
         "calls": job.llm_calls,
         "prompt_tokens": job.llm_prompt_tokens,
         "completion_tokens": job.llm_completion_tokens,
-        "seconds": seconds,
+        "seconds": round(seconds, 2),
+        "structural_seconds": round(structural_seconds, 2),
     }
 
 
@@ -206,18 +274,21 @@ def _query(query: BenchQuery, collection: int, budget: int, say: Log) -> dict[st
 
 
 def _sum_ingestion(indexed: list[dict[str, Any]]) -> dict[str, Any]:
-    calls = sum(row["calls"] for row in indexed) or 1
-    seconds = sum(row["seconds"] for row in indexed)
+    totals = {key: sum(row[key] for row in indexed) for key in _SUMMED}
+    seconds, structural = totals["seconds"], totals["structural_seconds"]
     return {
         "documents": len(indexed),
-        "document_tokens": sum(row["document_tokens"] for row in indexed),
+        **{key: totals[key] for key in ("document_tokens", "calls", "prompt_tokens", "completion_tokens")},
         "structural_fallbacks": sum(row["builder"] != Document.Builder.LLM for row in indexed),
-        "calls": sum(row["calls"] for row in indexed),
-        "prompt_tokens": sum(row["prompt_tokens"] for row in indexed),
-        "completion_tokens": sum(row["completion_tokens"] for row in indexed),
         "seconds": round(seconds, 1),
-        "seconds_per_call": round(seconds / calls, 2),
+        "seconds_per_call": round(seconds / (totals["calls"] or 1), 2),
+        "structural_seconds": round(structural, 1),
+        "time_against_structural": round(seconds / structural, 1) if structural else None,
     }
+
+
+# A document row's numbers that add up over documents.
+_SUMMED = ("document_tokens", "calls", "prompt_tokens", "completion_tokens", "seconds", "structural_seconds")
 
 
 def _sum_queries(measured: list[dict[str, Any]]) -> dict[str, Any]:

@@ -589,3 +589,66 @@ def _local_model_row(model: str, kind: str, shares: dict[str, Any]) -> list[str]
         f"{shares['answer_tokens_mean']:.0f} / {shares['answer_tokens_max']}",
         f"{shares['seconds_p50']:.1f} / {shares['seconds_max']:.1f}",
     ]
+
+
+def format_cost_real(report: dict[str, Any]) -> str:
+    """bench-cost --real-llm: the LLM builder against the structural one, then the bipath queries."""
+    lines = [f"bench-cost --real-llm: local model {report['model']}, one call at a time.", ""]
+    for dataset in report["datasets"]:
+        if skipped := dataset.get("skipped_documents"):
+            lines.append(
+                f"{dataset['dataset']}: the {skipped} shortest documents skipped (--skip-documents)."
+            )
+        if limited := dataset.get("time_limit"):
+            lines.append(
+                f"{dataset['dataset']}: time limit of {limited['seconds']:.0f} s: "
+                f"{limited['indexed']} of {limited['of']} documents indexed."
+            )
+    lines += ["", "### Ingestion: the LLM builder against the structural builder", ""]
+    rows = [_ingestion_row(dataset["dataset"], dataset["ingestion"]) for dataset in report["datasets"]]
+    header = [
+        "dataset", "documents", "document tokens", "LLM calls", "input / output tokens per document token",
+        "LLM builder s", "structural s", "times", "trees the LLM built", "fallbacks",
+    ]  # fmt: skip
+    lines += [*markdown_table(header, rows), ""]
+    lines += [f"### bipath queries (budget {report['budget']})", ""]
+    rows = [_query_row(dataset["dataset"], dataset["queries"]) for dataset in report["datasets"]]
+    header = [
+        "dataset", "queries", "calls per query", "input / output tokens per query", "s per query",
+        "LLM s per call", "paths failed", "fallbacks",
+    ]  # fmt: skip
+    return "\n".join([*lines, *markdown_table(header, rows)]) + "\n"
+
+
+def _ingestion_row(name: str, ingestion: dict[str, Any]) -> list[str]:
+    tokens = ingestion["document_tokens"] or 1
+    ratio = ingestion.get("time_against_structural")
+    return [
+        name,
+        str(ingestion["documents"]),
+        f"{ingestion['document_tokens']:,}",
+        str(ingestion["calls"]),
+        f"{ingestion['prompt_tokens'] / tokens:.2f} / {ingestion['completion_tokens'] / tokens:.3f}",
+        f"{ingestion['seconds']:,.1f}",
+        f"{ingestion['structural_seconds']:,.1f}",
+        f"{ratio:,.1f}x" if ratio is not None else "-",
+        f"{ingestion['documents'] - ingestion['structural_fallbacks']} of {ingestion['documents']}",
+        _fallbacks(ingestion["fallbacks"]),
+    ]
+
+
+def _query_row(name: str, queries: dict[str, Any]) -> list[str]:
+    return [
+        name,
+        str(queries["queries"]),
+        f"{queries['calls_per_query']:.2f}",
+        f"{queries['prompt_tokens_per_query']:,} / {queries['completion_tokens_per_query']:,}",
+        f"{queries['seconds_per_query']:.1f}",
+        f"{queries['llm_seconds_per_call']:.1f}",
+        str(queries["failed_paths"]),
+        _fallbacks(queries["fallbacks"]),
+    ]
+
+
+def _fallbacks(counts: dict[str, int]) -> str:
+    return ", ".join(f"{kind} {count}" for kind, count in sorted(counts.items())) or "none"

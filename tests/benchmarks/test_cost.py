@@ -109,4 +109,7 @@ def test_bench_cost_refuses_bad_input(tmp_path: Path) -> None:
     code, result = run_bench("bench-cost", "--docs", str(docs), "--scopes", "ten")
     assert code == 1 and "--scopes" in result["error"]
     code, result = run_bench("bench-cost", "--docs", str(docs), "--queries", "0")
-    assert code == 1 and result["error"] == "--queries must be at least 1"
+    assert code == 1 and result["error"] == "--queries must be at least 1 (0 with --real-llm: ingestion only)"
+    real = ("bench-cost", "--real-llm", "--docs", str(docs), "--queries-file", str(docs))
+    code, result = run_bench(*real, "--skip-documents", "-1")
+    assert code == 1 and result["error"] == "--skip-documents and --time-limit must be 0 (none) or more"
