@@ -95,7 +95,7 @@ def register(subparsers: Any) -> None:
         type=float,
         default=0.0,
         help="seconds: ask no further query of the sample once they have passed, and report the "
-        "queries run (0: none). With a real model's answers cached, a rerun goes on from there.",
+        "queries run (0: none); --skip-queries goes on from there in a later run",
     )
     bench.add_argument(
         "--skip-queries",

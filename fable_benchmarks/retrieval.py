@@ -243,10 +243,11 @@ def bench_retrieval(
     query without its document's name, filtered to that document (see the module's docstring).
     ``time_limit_s``: no query of the sample is started once that many seconds of querying have
     passed; every number then covers the queries run, in sample order (a real model on a CPU
-    answers a query in minutes: its answers are cached, so the same command run again later
-    gets through those queries in moments and goes on). ``skip_queries``: start after that many
-    queries of the sample, to go on from a run the time limit cut (``bench-merge`` joins the two
-    reports into one; see ``fable_benchmarks.merge``)."""
+    answers a query in minutes). ``skip_queries``: start after that many queries of the sample,
+    to go on from a run the time limit cut; ``bench-merge`` joins the reports into one (see
+    ``fable_benchmarks.merge``). Running the same command again is no way to go on: only the
+    answers that passed validation are cached, so every cut-off or invalid one is asked again,
+    and a model sampling at its default temperature may answer it differently this time."""
     say: Log = log or (lambda message: None)
     _check_options(files_path=files_path, collection_slug=collection_slug, scoped=scoped)
     llm = llm_configured()
