@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from pytest_django.fixtures import Settings as SettingsWrapper
 
 from documents.models import Collection, Document
 from fable_benchmarks.cost_real import Deadline, index_documents
@@ -35,13 +34,9 @@ ITEMS = [
 
 
 @pytest.fixture
-def llm(scripted_openai: ScriptedOpenAIServer, settings: SettingsWrapper) -> Iterator[ScriptedOpenAIServer]:
-    settings.LLM_MODEL = "scripted-model"
-    settings.LLM_BASE_URL = scripted_openai.base_url
-    settings.LLM_API_KEY = "test-key"
-    settings.LLM_TIMEOUT = 5.0
-    LLMCacheEntry.objects.all().delete()
-    yield scripted_openai
+def llm(scripted_llm: ScriptedOpenAIServer) -> Iterator[ScriptedOpenAIServer]:
+    LLMCacheEntry.objects.all().delete()  # every answer comes from the server: the calls are counted
+    yield scripted_llm
 
 
 def test_each_document_is_built_by_both_builders_and_timed(llm: ScriptedOpenAIServer) -> None:

@@ -36,16 +36,11 @@ PARAGRAPHS = [line + "\n" for line in TEXT.split("\n") if line]
 
 
 @pytest.fixture
-def llm(scripted_openai: ScriptedOpenAIServer, settings: SettingsWrapper) -> Iterator[ScriptedOpenAIServer]:
-    settings.LLM_MODEL = "scripted-model"
-    settings.LLM_BASE_URL = scripted_openai.base_url
-    settings.LLM_API_KEY = "test-key"
-    settings.LLM_TIMEOUT = 2.0
+def llm(scripted_llm: ScriptedOpenAIServer, settings: SettingsWrapper) -> Iterator[ScriptedOpenAIServer]:
     settings.LLM_MAX_RETRIES = 2
-    settings.LLM_RETRY_BASE_DELAY = 0.01
     settings.LLM_TREE_RETRIES = 2
     LLMCacheEntry.objects.all().delete()
-    yield scripted_openai
+    yield scripted_llm
 
 
 def _ingest(text: str = TEXT) -> tuple[Document, IngestionJob]:

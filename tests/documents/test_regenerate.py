@@ -69,14 +69,9 @@ def guide() -> Document:
 
 
 @pytest.fixture
-def llm(scripted_openai: ScriptedOpenAIServer, settings: SettingsWrapper) -> Iterator[ScriptedOpenAIServer]:
-    settings.LLM_MODEL = "scripted-model"
-    settings.LLM_BASE_URL = scripted_openai.base_url
-    settings.LLM_API_KEY = "test-key"
-    settings.LLM_TIMEOUT = 2.0
+def llm(scripted_llm: ScriptedOpenAIServer, settings: SettingsWrapper) -> Iterator[ScriptedOpenAIServer]:
     settings.LLM_MAX_RETRIES = 1
-    settings.LLM_RETRY_BASE_DELAY = 0.01
-    yield scripted_openai
+    yield scripted_llm
 
 
 def _formation(document: Document) -> Node:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from pytest_django.fixtures import Settings as SettingsWrapper
 
 from openfable.llm_endpoints import forget_endpoints
 from tests.fakes.llm.server import ScriptedOpenAIServer
@@ -24,3 +25,15 @@ def scripted_openai() -> Iterator[ScriptedOpenAIServer]:
     """A started :class:`ScriptedOpenAIServer`; script it with ``script_chat`` / ``script_embeddings``."""
     with ScriptedOpenAIServer() as server:
         yield server
+
+
+@pytest.fixture
+def scripted_llm(scripted_openai: ScriptedOpenAIServer, settings: SettingsWrapper) -> ScriptedOpenAIServer:
+    """The product's LLM settings pointed at ``scripted_openai`` (a model name, a key, a short
+    timeout and retry delay); a test module adds what it needs beside them."""
+    settings.LLM_MODEL = "scripted-model"
+    settings.LLM_BASE_URL = scripted_openai.base_url
+    settings.LLM_API_KEY = "test-key"
+    settings.LLM_TIMEOUT = 2.0
+    settings.LLM_RETRY_BASE_DELAY = 0.01
+    return scripted_openai
