@@ -12,6 +12,7 @@ with unit tests on plain data (``tests/retrieval``). ``retrieval.services`` runs
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,17 +28,28 @@ MAX_SELECTED_DOCUMENTS = 10
 AGREEMENT_TOP_DOCUMENTS = 5
 
 
-def select_documents(fused: Sequence[Fused[int]]) -> list[int]:
+def select_documents(fused: Sequence[Fused[int]], *, keep: Collection[int] = ()) -> list[int]:
     """The documents the budget is routed on: fused score >= SELECTION_RATIO x the best, in
     fused order, at most MAX_SELECTED_DOCUMENTS. A ratio rather than a fixed count: one clearly
-    best document stands alone, near-ties travel together."""
+    best document stands alone, near-ties travel together.
+
+    ``keep``: documents selected whatever their fused score, and first to a place under the cap
+    (the vector side's own selection in bipath mode, which LLMselect may add to, never take from).
+    """
     if not fused:
         return []
-    best = fused[0].score
-    if best <= 0:
-        return [fused[0].key]
-    chosen = [item.key for item in fused if item.score >= SELECTION_RATIO * best]
-    return chosen[:MAX_SELECTED_DOCUMENTS]
+    first = fused[0]
+    # Best at 0 (no path scored anything above its worst): the first document alone.
+    floor = SELECTION_RATIO * first.score if first.score > 0 else math.inf
+    chosen = [item.key for item in fused if item is first or item.score >= floor or item.key in keep]
+    return _under_the_cap(chosen, keep)
+
+
+def _under_the_cap(chosen: Sequence[int], keep: Collection[int]) -> list[int]:
+    """At most MAX_SELECTED_DOCUMENTS of ``chosen``, in its order; those to ``keep`` first."""
+    kept = [key for key in chosen if key in keep][:MAX_SELECTED_DOCUMENTS]
+    added = [key for key in chosen if key not in keep][: MAX_SELECTED_DOCUMENTS - len(kept)]
+    return [key for key in chosen if key in kept or key in added]
 
 
 def route_to_named_documents(fused: Sequence[Fused[int]], named: Collection[int]) -> list[int]:
@@ -166,9 +178,10 @@ def route_documents(
     LLMselect's answer the other paths only shortlisted documents for it and are not fused.
     """
     doc_paths = _document_paths(mode, retrieval_paths, llm_scores)
-    path_weights = _document_weights(doc_paths, weights, llm_offered)
+    doc_paths, path_weights = _trust_llm_select(doc_paths, weights, llm_offered)
     fused = [item for item in fuse(doc_paths, path_weights) if item.key in facts]
-    selected, notes = _select(fused, facts, named_documents)
+    vector_side = _selected_without_llm(doc_paths, weights, facts)
+    selected, notes = _select(fused, facts, named_documents, keep=vector_side)
     sizes = {pk: fact.token_count for pk, fact in facts.items()}
     # Taken whole, they fit: the budget left takes the next documents (which keeps them fitting).
     whole = bool(selected) and whole_documents_fit((sizes[pk] for pk in selected), budget)
@@ -203,21 +216,46 @@ def _document_paths(
     return {LLM_SELECT: llm_scores, **retrieval_paths}
 
 
-def _document_weights(
+def _trust_llm_select(
     doc_paths: Mapping[str, Mapping[int, float]], weights: Mapping[str, float], offered: Collection[int]
-) -> dict[str, float]:
-    """The paths' weights; LLMselect's, beside the other paths, times how far its picks agree,
-    beyond chance among the ``offered`` documents, with their top ``AGREEMENT_TOP_DOCUMENTS``
-    (``fusion.agreement``): a model that picks at random leaves the documents the other paths
-    found in place."""
+) -> tuple[dict[str, Mapping[int, float]], dict[str, float]]:
+    """The paths to fuse and their weights. Beside the other paths, LLMselect keeps only its picks
+    that they rank in their top ``AGREEMENT_TOP_DOCUMENTS`` of the ``offered`` documents, and
+    weighs how far its picks agree beyond chance (``fusion.agreement``), as LLMnavigate does at
+    the node level (``node_level._llm_trust``).
+
+    Weighing all its picks by their agreement let one right pick lend its weight to a wrong one:
+    a DragonBall question got the vector side's first document and another none of the other
+    paths routed to, both at LLMselect's 1.0, and the wrong one took the budget (docs/benchmarks.md).
+    Alone ("llm" mode), its picks are all it has."""
     chosen = {name: weights[name] for name in doc_paths}
-    others = {name: scores for name, scores in doc_paths.items() if name != LLM_SELECT}
+    others = _other_paths(doc_paths)
     if LLM_SELECT not in doc_paths or not others:
-        return chosen
+        return dict(doc_paths), chosen
     reference = {item.key: item.score for item in fuse(others, {name: weights[name] for name in others})}
-    agreed = agreement(doc_paths[LLM_SELECT], reference, top=AGREEMENT_TOP_DOCUMENTS, offered=offered)
+    llm = doc_paths[LLM_SELECT]
+    agreed = agreement(llm, reference, top=AGREEMENT_TOP_DOCUMENTS, offered=offered)
     chosen[LLM_SELECT] *= agreed.weight
-    return chosen
+    trusted = {key: score for key, score in llm.items() if key in agreed.agreed}
+    return {name: trusted if name == LLM_SELECT else scores for name, scores in doc_paths.items()}, chosen
+
+
+def _selected_without_llm(
+    doc_paths: Mapping[str, Mapping[int, float]], weights: Mapping[str, float], facts: Mapping[int, object]
+) -> list[int]:
+    """In bipath mode, the documents the other paths select alone: they stay selected whatever
+    LLMselect says. A small model's confident pick, scored 1.0 where the vector side's near-ties
+    differ by hundredths, otherwise pushed them under SELECTION_RATIO x the best and shrank the
+    selection to its pick."""
+    others = _other_paths(doc_paths)
+    if LLM_SELECT not in doc_paths or not others:
+        return []
+    fused = [item for item in fuse(others, {name: weights[name] for name in others}) if item.key in facts]
+    return select_documents(fused)
+
+
+def _other_paths(doc_paths: Mapping[str, Mapping[int, float]]) -> dict[str, Mapping[int, float]]:
+    return {name: scores for name, scores in doc_paths.items() if name != LLM_SELECT}
 
 
 def _nothing_selected(doc_paths: Mapping[str, object]) -> str:
@@ -227,11 +265,15 @@ def _nothing_selected(doc_paths: Mapping[str, object]) -> str:
 
 
 def _select(
-    fused: Sequence[Fused[int]], facts: Mapping[int, DocumentFacts], named_documents: Collection[int]
+    fused: Sequence[Fused[int]],
+    facts: Mapping[int, DocumentFacts],
+    named_documents: Collection[int],
+    *,
+    keep: Collection[int],
 ) -> tuple[list[int], list[str]]:
-    """The documents the scores select, or those the query names (with the best-scored one), and
-    the notes that say which the names added or left out."""
-    selected = select_documents(fused)
+    """The documents the scores select (with those to ``keep``), or those the query names (with
+    the best-scored one), and the notes that say which the names added or left out."""
+    selected = select_documents(fused, keep=keep)
     named = route_to_named_documents(fused, named_documents) if named_documents else []
     if not named:
         return selected, []

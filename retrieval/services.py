@@ -5,9 +5,11 @@
    (``paths.lexical``): names and rare words of the query find the documents that mention them,
    which a small embedding model blurs. LLMselect scores a shortlist of documents (at most
    ``SHORTLIST_SIZE``, the best of the other two) from their shallow outline (``document_level``). All are fused on
-   min-max normalised scores, weighted by ``document_path_weights()``.
+   min-max normalised scores, weighted by ``document_path_weights()``; beside the other paths,
+   LLMselect keeps only the picks they rank high too, weighted by its agreement beyond chance.
 2. Routing. The *selected* documents are those whose fused score is at least
-   ``SELECTION_RATIO`` x the best one (at most ``MAX_SELECTED_DOCUMENTS``, in fused order); a
+   ``SELECTION_RATIO`` x the best one (at most ``MAX_SELECTED_DOCUMENTS``, in fused order), and
+   in bipath mode those the other paths select without LLMselect (it adds, never takes away); a
    query that names documents by their title is routed to those and the best-scored one instead
    (``route_to_named_documents``). If they fit the budget together they are returned whole (and
    the budget left takes the next documents); otherwise the node level runs on them. The rules

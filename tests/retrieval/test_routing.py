@@ -21,6 +21,10 @@ def _facts(**sizes: int) -> dict[int, DocumentFacts]:
     }
 
 
+def _facts_of(scores: dict[int, float]) -> dict[int, DocumentFacts]:
+    return {pk: DocumentFacts(title=str(pk), token_count=400) for pk in scores}
+
+
 def _route(**overrides: object) -> Routing:
     arguments: dict[str, object] = {
         "mode": "vector",
@@ -70,10 +74,10 @@ def test_llm_mode_fuses_llmselect_alone_and_bipath_fuses_it_with_the_rest() -> N
     llm = {3: 1.0}
     alone = _route(mode="llm", llm_scores=llm)
     assert alone.path_names == (LLM_SELECT,) and alone.selected == (3,)
-    both = _route(mode="bipath", llm_scores=llm)
+    both = _route(mode="bipath", llm_scores={1: 1.0})  # a pick the vector side agrees with
     assert both.path_names == (LLM_SELECT, VECTOR)
     found_by = {item.key: item.paths for item in both.fused}
-    assert found_by[3] == (LLM_SELECT, VECTOR) and found_by[1] == (VECTOR,)  # in the paths' order
+    assert found_by[1] == (LLM_SELECT, VECTOR) and found_by[2] == (VECTOR,)  # in the paths' order
     # LLMselect failed: the other paths carry the query in every mode.
     assert _route(mode="llm", llm_scores=None).path_names == (VECTOR,)
     # It answered but picked nothing it was shown (a small model's invented ids): the same.
@@ -126,3 +130,45 @@ def test_llmselect_picking_no_better_than_chance_leaves_the_vector_order() -> No
         facts=facts,
     )
     assert [item.key for item in agreeing.fused][:2] == [2, 1]
+
+
+# Eight documents shown to LLMselect; the vector side's top quarter (2 of 8) is documents 1 and 2,
+# its selection 1 to 4 (near-ties), and 5 to 8 trail under half of the best.
+NEAR_TIES = {1: 0.60, 2: 0.59, 3: 0.58, 4: 0.57, 5: 0.40, 6: 0.39, 7: 0.38, 8: 0.30}
+
+
+def _bipath(llm_scores: dict[int, float], **overrides: object) -> Routing:
+    arguments: dict[str, object] = {
+        "mode": "bipath",
+        "retrieval_paths": {VECTOR: NEAR_TIES},
+        "llm_scores": llm_scores,
+        "llm_offered": list(NEAR_TIES),
+        "facts": _facts_of(NEAR_TIES),
+    }
+    arguments.update(overrides)
+    return _route(**arguments)
+
+
+def test_a_wrong_llmselect_pick_does_not_ride_on_a_right_one() -> None:
+    # One pick the vector side ranks first, one it ranks seventh: agreement beyond chance, which
+    # the right pick earned and the wrong one must not share.
+    routing = _bipath({1: 1.0, 7: 1.0})
+    found_by = {item.key: item.paths for item in routing.fused}
+    assert found_by[1] == (LLM_SELECT, VECTOR) and found_by[7] == (VECTOR,)
+    assert 7 not in routing.selected
+    assert [item.key for item in routing.fused] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_llmselect_adds_to_the_vector_selection_and_never_takes_from_it() -> None:
+    # A confident right pick at LLMselect's 1.0 puts the vector side's near-ties under half of
+    # the fused best; they stay selected all the same.
+    alone = _bipath({1: 1.0})
+    assert alone.fused[0].key == 1 and alone.fused[1].score < 0.5 * alone.fused[0].score
+    assert alone.selected == (1, 2, 3, 4)
+    # A pick the vector side ranks in its top but under its selection comes in beside it.
+    trailing = {1: 0.9, 2: 0.3, 3: 0.2, 4: 0.1, 5: 0.05, 6: 0.04, 7: 0.03, 8: 0.0}
+    added = _bipath({2: 1.0}, retrieval_paths={VECTOR: trailing})
+    assert _route(retrieval_paths={VECTOR: trailing}, facts=_facts_of(trailing)).selected == (1,)
+    assert set(added.selected) == {1, 2}
+    # Vector mode and llm mode select as before: there is no other side to keep.
+    assert _route(mode="llm", llm_scores={7: 1.0}, facts=_facts_of(NEAR_TIES)).selected == (7,)
