@@ -98,16 +98,12 @@ GUIDE = sec(
 
 @pytest.mark.django_db
 def test_a_page_shows_the_model_failing_as_a_message_not_an_error_page(
-    scripted_openai: ScriptedOpenAIServer, settings: SettingsWrapper
+    scripted_llm: ScriptedOpenAIServer, settings: SettingsWrapper
 ) -> None:
     """The document page's edits answer every kind in the edit panel: here a 503 (the model
     failed to write a summary, a ServiceUnavailableError) from a model server answering 500."""
-    settings.LLM_MODEL = "scripted-model"
-    settings.LLM_BASE_URL = scripted_openai.base_url
-    settings.LLM_API_KEY = "test-key"
     settings.LLM_MAX_RETRIES = 1
-    settings.LLM_RETRY_BASE_DELAY = 0.01
-    scripted_openai.script_chat(status(500), status(500))  # the first try and its one retry
+    scripted_llm.script_chat(status(500), status(500))  # the first try and its one retry
     owner = UserFactory.create()
     document = DocumentFactory.create(
         collection=CollectionFactory.create(owner=owner), content=sec_text(GUIDE)

@@ -32,12 +32,10 @@ MESSAGES = [
 
 
 @pytest.fixture
-def llm_settings(scripted_openai: ScriptedOpenAIServer, settings: SettingsWrapper) -> ScriptedOpenAIServer:
-    settings.LLM_MODEL = "scripted-model"
-    settings.LLM_BASE_URL = scripted_openai.base_url
+def llm_settings(scripted_llm: ScriptedOpenAIServer, settings: SettingsWrapper) -> ScriptedOpenAIServer:
     settings.LLM_TIMEOUT = 5.0
     settings.LLM_MAX_RETRIES = 0
-    return scripted_openai
+    return scripted_llm
 
 
 def _ask(client: LLMClient) -> LLMResult:

@@ -31,7 +31,6 @@ from retrieval.paths.llm import (
 )
 from retrieval.result import LEXICAL, LLM_NAVIGATE, LLM_SELECT, TREE_EXPANSION, VECTOR
 from retrieval.services import retrieve
-from tests.fakes.fixtures import scripted_openai  # noqa: F401
 from tests.fakes.llm import reading
 from tests.fakes.llm.server import LLAMA_CPP_RESPONSE_FORMATS, ChatReply, ScriptedOpenAIServer, delay, status
 from tests.retrieval.test_services import MONITORING_QUERY, Corpus, _fresh_query_cache, corpus  # noqa: F401
@@ -172,15 +171,12 @@ def test_prompts_fence_document_text_as_untrusted() -> None:
 def llm(
     db: None,
     settings: SettingsWrapper,
-    scripted_openai: ScriptedOpenAIServer,  # noqa: F811
+    scripted_llm: ScriptedOpenAIServer,
 ) -> ScriptedOpenAIServer:
-    """The scripted server as the configured LLM (the client is built per query from settings)."""
-    settings.LLM_MODEL = "test-model"
-    settings.LLM_BASE_URL = scripted_openai.base_url
-    settings.LLM_API_KEY = "x"
+    """The scripted server as the configured LLM, one retry (the client is built per query from settings)."""
     settings.LLM_MAX_RETRIES = 1
     settings.LLM_TIMEOUT = 10
-    return scripted_openai
+    return scripted_llm
 
 
 def _prompt(request: dict[str, Any]) -> str:
@@ -215,7 +211,7 @@ def test_bipath_uses_both_llm_paths_and_packs_the_llm_choice_first(
     assert result.llm_usage.calls == 2 and result.llm_usage.prompt_tokens > 0
 
     select_request, navigate_request = llm.chat_requests
-    assert select_request["model"] == "test-model"
+    assert select_request["model"] == "scripted-model"
     # the schema the server enforces names the ids shown: a grammar cannot write any other
     shown_ids = sorted(int(found) for found in re.findall(r"<document id=(\d+)>", _prompt(select_request)))
     assert select_request["response_format"]["json_schema"]["schema"] == scores_schema("documents", shown_ids)
