@@ -22,6 +22,7 @@ from statistics import fmean
 from typing import Any
 
 from fable_benchmarks import BenchInputError
+from fable_benchmarks.retrieval import llm_summary
 
 # What every part must share to be one run's parts.
 _SAME = ("docs", "queries_file", "documents", "budgets", "methods", "llm_configured", "matching", "scoped")
@@ -145,12 +146,19 @@ def _merged_cell(
 
 
 def _counts(cells: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """How the engine routed (a count per way) and how many calls failed: the parts' summed."""
+    """How the engine routed (a count per way), how many calls failed and its LLM usage: the parts' summed."""
     counts: dict[str, Any] = {}
     if routing := sum((Counter(cell.get("routing", {})) for cell in cells), Counter()):
         counts["routing"] = dict(routing)
     if errors := sum(cell.get("errors", 0) for cell in cells):
         counts["errors"] = errors
+    if used := [cell["llm"] for cell in cells if "llm" in cell]:
+        usage = sum(
+            (Counter({key: value for key, value in llm.items() if key != "fallbacks"}) for llm in used),
+            Counter(),
+        )
+        fallbacks = sum((Counter(llm["fallbacks"]) for llm in used), Counter())
+        counts["llm"] = llm_summary(usage, fallbacks)
     return counts
 
 

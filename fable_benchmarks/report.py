@@ -103,6 +103,7 @@ def format_retrieval(report: dict[str, Any]) -> str:
     lines += _format_margins(results, budgets, labels)
     lines += _method_table("Tokens returned (mean)", results, budgets, labels, _mean_tokens)
     lines += _format_outcomes(results, budgets, labels)
+    lines += _format_llm(results, budgets, labels)
     lines += _format_by_type(report, budgets)
     if report.get("files"):
         lines += _format_files(report, budgets, labels)
@@ -197,6 +198,34 @@ def _format_outcomes(results: dict[str, Any], budgets: list[str], labels: list[s
         for budget, label in zip(budgets, labels, strict=True)
     ]  # fmt: skip
     return [*lines, *markdown_table(OUTCOMES_HEADER, rows), ""]
+
+
+LLM_HEADER = (
+    "mode", "budget", "calls per query", "asked (not cached)", "prompt tokens per asked call",
+    "answer tokens per asked call", "fallbacks",
+)  # fmt: skip
+
+
+def _format_llm(results: dict[str, Any], budgets: list[str], labels: list[str]) -> list[str]:
+    """The engine modes' LLM calls per budget, where any were made (a cache hit counts as a call)."""
+    rows = []
+    for method, cells in results.items():
+        for budget, label in zip(budgets, labels, strict=True):
+            if llm := cells[budget].get("llm"):
+                asked = llm["calls"] - llm["cached_calls"]
+                rows.append([
+                    method, label, f"{llm['calls'] / max(1, cells[budget]['queries']):.2f}", str(asked),
+                    f"{llm['prompt_tokens'] / max(1, asked):.0f}", f"{llm['completion_tokens'] / max(1, asked):.0f}",
+                    _fallbacks(llm["fallbacks"]),
+                ])  # fmt: skip
+    if not rows:
+        return []
+    return [
+        "### LLM calls (the engine's; their time is in the server stages below)",
+        "",
+        *markdown_table(LLM_HEADER, rows),
+        "",
+    ]
 
 
 def _whole_document_share(routing: dict[str, int] | None) -> str:

@@ -57,7 +57,7 @@ import subprocess
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from pathlib import Path
@@ -93,7 +93,7 @@ from fable_benchmarks.peers import ChunkIndex, ParentChild
 from fable_benchmarks.scoped import document_names, scoped_query
 from openfable.embeddings import get_embedder
 from openfable.errors import NotFoundError
-from openfable.llm import llm_configured
+from openfable.llm import LLMUsage, counts_since, fallback_counts, llm_configured
 from openfable.token_counting import count_tokens
 from retrieval.query_settings import QuerySettings
 from retrieval.result import RetrievalInputError, RetrievalResult
@@ -183,6 +183,8 @@ class Cell:
     routing: Counter[str] = field(default_factory=Counter)
     errors: int = 0
     per_query: list[dict[str, Any]] = field(default_factory=list)
+    llm: Counter[str] = field(default_factory=Counter)  # the engine's LLM usage (``llm_summary``)
+    fallbacks: Counter[str] = field(default_factory=Counter)  # openfable.llm's fallback counts
 
     def summary(self) -> dict[str, Any]:
         references = sum(self.misses.values())
@@ -200,7 +202,29 @@ class Cell:
             },
             **({"routing": dict(self.routing)} if self.routing else {}),
             **({"errors": self.errors} if self.errors else {}),
+            **({"llm": llm_summary(self.llm, self.fallbacks)} if self.llm["calls"] else {}),
         }
+
+    def add_llm_usage(self, usage: LLMUsage, fallbacks: Mapping[str, int]) -> None:
+        self.llm.update(
+            calls=usage.calls,
+            cached_calls=usage.cached_calls,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+        )
+        self.fallbacks.update({kind: count for kind, count in fallbacks.items() if count})
+
+
+def llm_summary(usage: Mapping[str, int], fallbacks: Mapping[str, int]) -> dict[str, Any]:
+    """The engine's LLM calls at one budget: how many (a cache hit counts, with no tokens), the
+    tokens the model read and wrote, and the fallbacks counted (``openfable.llm.Fallback``)."""
+    return {
+        "calls": usage["calls"],
+        "cached_calls": usage["cached_calls"],
+        "prompt_tokens": usage["prompt_tokens"],
+        "completion_tokens": usage["completion_tokens"],
+        "fallbacks": dict(sorted((kind, count) for kind, count in fallbacks.items() if count)),
+    }
 
 
 @dataclass(frozen=True)
@@ -892,11 +916,13 @@ class _MethodRun:
     def _engine(self, item: PreparedQuery, mode: str, budget: int) -> None:
         cell = self.cells[mode, budget]
         tick = time.perf_counter()
+        before = fallback_counts()
         try:
             result = _engine_retrieve(
                 item.text, budget, mode, self.collection, documents=self._documents(item.within)
             )
         except RetrievalInputError as error:  # counted, scored as nothing found
+            cell.add_llm_usage(LLMUsage(), counts_since(before))
             cell.errors += 1
             self.say(f"{mode} query {item.query.query_id} at {budget}: {error}")
             _record(cell, item, Retrieved([], set(), 0))
@@ -905,6 +931,7 @@ class _MethodRun:
         for stage, ms in result.timings_ms.items():
             self.stages[mode][stage].append(float(ms))
         cell.routing[str(result.routing)] += 1
+        cell.add_llm_usage(result.llm_usage, counts_since(before))
         retrieved = Retrieved(
             [chunk.text for chunk in result.chunks],
             {self.pk_to_doc.get(chunk.document_id) for chunk in result.chunks},

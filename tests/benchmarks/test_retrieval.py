@@ -22,6 +22,7 @@ from fable_benchmarks.retrieval import stratified_sample
 from openfable.token_counting import count_tokens
 from tests.benchmarks import run_bench
 from tests.documents.ingestion import document_files
+from tests.fakes.llm.server import ChatReply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.django_db
 
@@ -222,6 +223,38 @@ def test_bench_retrieval_prints_tables_and_writes_every_number(tmp_path: Path, s
     ):
         code, result = run_bench("bench-merge", *map(str, paths))
         assert code == 1 and message in result["error"], (paths, result)
+
+
+@pytest.mark.slow
+def test_bench_retrieval_counts_the_engines_llm_calls(
+    tmp_path: Path, settings: Any, scripted_llm: ScriptedOpenAIServer
+) -> None:
+    """bipath's LLM calls in the report and the printed table, per budget, with the fallbacks
+    they caused; bench-merge adds the parts' up."""
+    settings.DATA_DIR = tmp_path / "data"
+    scripted_llm.chat_default = ChatReply("Sure! Here are the documents: 1, 2.")  # no JSON at all
+    docs, queries = _write(tmp_path)
+    first_path, rest_path, merged_path = (
+        tmp_path / "first.json",
+        tmp_path / "rest.json",
+        tmp_path / "merged.json",
+    )
+    common = ["--docs", str(docs), "--queries", str(queries), "--budgets", "300", "--modes", "vector,bipath"]
+    table = _bench(*common, "--json", str(first_path), "--keep", "--time-limit", "0.001")
+    first = json.loads(first_path.read_text())
+    llm = first["results"]["bipath"]["300"]["llm"]
+    asked = len(scripted_llm.chat_requests)
+    assert asked >= 1 and llm["calls"] == asked and llm["cached_calls"] == 0  # invalid answers are not cached
+    assert llm["prompt_tokens"] > 0 and llm["fallbacks"]["invalid_json"] == asked
+    assert "llm" not in first["results"]["vector"]["300"]  # vector mode never calls a model
+    assert "### LLM calls" in table and f"| bipath | 300 | {asked:.2f} | {asked} |" in table
+
+    _bench(*common, "--json", str(rest_path), "--collection", first["collection"], "--skip-queries", "1")
+    rest = json.loads(rest_path.read_text())["results"]["bipath"]["300"]["llm"]
+    _merge(str(first_path), str(rest_path), "--json", str(merged_path))
+    merged = json.loads(merged_path.read_text())["results"]["bipath"]["300"]["llm"]
+    assert merged["calls"] == llm["calls"] + rest["calls"] == len(scripted_llm.chat_requests)
+    assert merged["fallbacks"]["invalid_json"] == merged["calls"]
 
 
 @pytest.mark.slow
