@@ -152,14 +152,20 @@ def _counts(cells: Sequence[dict[str, Any]]) -> dict[str, Any]:
         counts["routing"] = dict(routing)
     if errors := sum(cell.get("errors", 0) for cell in cells):
         counts["errors"] = errors
-    if used := [cell["llm"] for cell in cells if "llm" in cell]:
-        usage = sum(
-            (Counter({key: value for key, value in llm.items() if key != "fallbacks"}) for llm in used),
-            Counter(),
-        )
-        fallbacks = sum((Counter(llm["fallbacks"]) for llm in used), Counter())
-        counts["llm"] = llm_summary(usage, fallbacks)
+    if llm := _llm_usage(cells):
+        counts["llm"] = llm
     return counts
+
+
+def _llm_usage(cells: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The engine's LLM calls, tokens and fallbacks, the parts' summed (none: no part called one)."""
+    used = [cell["llm"] for cell in cells if "llm" in cell]
+    if not used:
+        return {}
+    usage = sum(
+        (Counter({key: value for key, value in llm.items() if key != "fallbacks"}) for llm in used), Counter()
+    )
+    return llm_summary(usage, sum((Counter(llm["fallbacks"]) for llm in used), Counter()))
 
 
 _PER_QUERY_FIELDS = {"recall": "recall", "eir": "eir", "mean_tokens": "tokens"}
