@@ -126,9 +126,6 @@ def test_an_origin_on_another_port_of_the_same_host_is_refused(live_url: str, pe
         assert http.post("/v1/mcp", json=INITIALIZE, headers=https).status_code == 403
 
 
-# WhiteNoise hands Django a synchronous file iterator, which Django's ASGI handler reads in a
-# thread and warns about: the file is served all the same.
-@pytest.mark.filterwarnings("ignore:StreamingHttpResponse must consume synchronous iterators")
 def test_everything_else_is_django_with_its_static_files(live_url: str) -> None:
     with httpx2.Client(base_url=live_url, timeout=10) as http:
         home = http.get("/")
