@@ -3,8 +3,9 @@
 LLMnavigate picks subtree roots from the documents' outline; TreeExpansion scores every node from
 exact similarities, each node's similarity sharpened by its BM25 among the selected documents'
 nodes (``hybrid_similarity``). The two are fused, LLMnavigate weighed by its agreement with TreeExpansion
-(``_llm_trust``); the LLM's agreed picks are packed first, then by score, without
-ancestor/descendant overlap, and the chosen text comes back in document order. Nodes excluded
+(``_llm_trust``: only its picks TreeExpansion ranks high too count); packed by fused score
+("llm" mode: the LLM's picks first), without ancestor/descendant overlap, and the chosen text
+comes back in document order. Nodes excluded
 from retrieval never arrive here, and a section holding excluded text is never packed whole
 (``partly_excluded``): its included children are.
 """
@@ -138,7 +139,7 @@ def node_level_chunks(
     else:
         expansion = _tree_expansion(nodes, selected, terms, query_settings, laps)
     node_paths = _node_paths(step, expansion)
-    weights, trusted = _llm_trust(node_paths, offered=step.offered)
+    node_paths, weights, trusted = _llm_trust(node_paths, offered=step.offered)
     node_fused = fuse(node_paths, weights)
     packed, texts = _pack(
         node_fused, nodes, budget=budget, ranks=ranks, trusted=trusted, max_chunks=max_chunks
@@ -183,24 +184,27 @@ def _node_paths(step: LLMStep, expansion: _Expansion) -> dict[str, Mapping[int, 
 
 def _llm_trust(
     paths: Mapping[str, Mapping[int, float]], *, offered: Collection[int]
-) -> tuple[dict[str, float], frozenset[int]]:
-    """The node paths' weights, and the LLM's picks packed first.
+) -> tuple[dict[str, Mapping[int, float]], dict[str, float], frozenset[int]]:
+    """The node paths to fuse, their weights, and the LLM's picks packed first.
 
-    Beside TreeExpansion, LLMnavigate weighs how far its picks agree, beyond chance among the
-    ``offered`` nodes its outline showed, with TreeExpansion's top ``AGREEMENT_TOP_NODES``
-    (``fusion.agreement``), and only its agreed picks go first, and only when it agrees beyond
-    chance: a small model's random picks no longer push the passages both paths found out of the
-    budget. Alone ("llm" mode), its picks are all it has.
+    Beside TreeExpansion, LLMnavigate keeps only its picks that TreeExpansion ranks in its top
+    ``AGREEMENT_TOP_NODES`` of the ``offered`` nodes its outline showed, weighed by how far its
+    picks agree beyond chance (``fusion.agreement``); they lead through the fused score, not by
+    jumping the packing order. Packed first, a pick TreeExpansion ranked 15th (a section of 400
+    tokens) took a 500-token budget from its first passages (DragonBall, docs/benchmarks.md); a
+    strong model's agreed picks still lead, by the weight its agreement earns. Alone ("llm"
+    mode), its picks are all it has, and are packed first.
     """
     weights = {name: NODE_PATH_WEIGHTS[name] for name in paths}
     llm = paths.get(LLM_NAVIGATE, {})
     if TREE_EXPANSION not in paths:
-        return weights, frozenset(llm)
+        return dict(paths), weights, frozenset(llm)
     if LLM_NAVIGATE not in paths:
-        return weights, frozenset()
+        return dict(paths), weights, frozenset()
     agreed = agreement(llm, paths[TREE_EXPANSION], top=AGREEMENT_TOP_NODES, offered=offered)
     weights[LLM_NAVIGATE] *= agreed.weight
-    return weights, agreed.agreed
+    trusted = {node: score for node, score in llm.items() if node in agreed.agreed}
+    return {**paths, LLM_NAVIGATE: trusted}, weights, frozenset()
 
 
 def _fetch_nodes(selected: Sequence[int], vector: np.ndarray) -> _Nodes:

@@ -16,9 +16,9 @@
    are pure (``routing``).
 3. Node level (``node_level``). LLMnavigate picks subtree roots from their outline;
    TreeExpansion scores every node of them from exact similarities, sharpened by the node-level
-   BM25 of the lexical path. Fused; LLM-chosen nodes are
-   packed first, then by score, without ancestor/descendant overlap; the chosen text comes back
-   in document order.
+   BM25 of the lexical path. Fused (LLMnavigate's picks that TreeExpansion ranks high too,
+   weighted by its agreement beyond chance); packed by score ("llm" mode: the LLM's picks first),
+   without ancestor/descendant overlap; the chosen text comes back in document order.
 
 The corpus a query searches (collection, documents, tags, what the user may read) is resolved
 and validated by ``scope.resolve_scope``.
