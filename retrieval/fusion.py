@@ -112,6 +112,11 @@ class Agreement[Key]:
     weight: float  # its agreement beyond chance, in [0, 1]: the LLM path's fusion weight
     agreed: frozenset[Key]  # the picks the reference ranks in its top (none when weight is 0)
 
+    def trusted(self, llm: Mapping[Key, float]) -> dict[Key, float]:
+        """The LLM path's scores that count beside the reference: its agreed picks' only. A
+        wrong pick must not ride on the weight a right one earned."""
+        return {key: score for key, score in llm.items() if key in self.agreed}
+
 
 def agreement[K: SortableKey](
     llm: Mapping[K, float],

@@ -203,8 +203,7 @@ def _llm_trust(
         return dict(paths), weights, frozenset()
     agreed = agreement(llm, paths[TREE_EXPANSION], top=AGREEMENT_TOP_NODES, offered=offered)
     weights[LLM_NAVIGATE] *= agreed.weight
-    trusted = {node: score for node, score in llm.items() if node in agreed.agreed}
-    return {**paths, LLM_NAVIGATE: trusted}, weights, frozenset()
+    return {**paths, LLM_NAVIGATE: agreed.trusted(llm)}, weights, frozenset()
 
 
 def _fetch_nodes(selected: Sequence[int], vector: np.ndarray) -> _Nodes:

@@ -178,9 +178,8 @@ def route_documents(
     LLMselect's answer the other paths only shortlisted documents for it and are not fused.
     """
     doc_paths = _document_paths(mode, retrieval_paths, llm_scores)
-    doc_paths, path_weights = _trust_llm_select(doc_paths, weights, llm_offered)
+    doc_paths, path_weights, vector_side = _trust_llm_select(doc_paths, weights, llm_offered, facts)
     fused = [item for item in fuse(doc_paths, path_weights) if item.key in facts]
-    vector_side = _selected_without_llm(doc_paths, weights, facts)
     selected, notes = _select(fused, facts, named_documents, keep=vector_side)
     sizes = {pk: fact.token_count for pk, fact in facts.items()}
     # Taken whole, they fit: the budget left takes the next documents (which keeps them fitting).
@@ -217,45 +216,35 @@ def _document_paths(
 
 
 def _trust_llm_select(
-    doc_paths: Mapping[str, Mapping[int, float]], weights: Mapping[str, float], offered: Collection[int]
-) -> tuple[dict[str, Mapping[int, float]], dict[str, float]]:
-    """The paths to fuse and their weights. Beside the other paths, LLMselect keeps only its picks
-    that they rank in their top ``AGREEMENT_TOP_DOCUMENTS`` of the ``offered`` documents, and
-    weighs how far its picks agree beyond chance (``fusion.agreement``), as LLMnavigate does at
-    the node level (``node_level._llm_trust``).
+    doc_paths: Mapping[str, Mapping[int, float]],
+    weights: Mapping[str, float],
+    offered: Collection[int],
+    facts: Mapping[int, object],
+) -> tuple[dict[str, Mapping[int, float]], dict[str, float], list[int]]:
+    """The paths to fuse, their weights, and the documents to keep selected whatever LLMselect
+    says.
 
-    Weighing all its picks by their agreement let one right pick lend its weight to a wrong one:
-    a DragonBall question got the vector side's first document and another none of the other
-    paths routed to, both at LLMselect's 1.0, and the wrong one took the budget (docs/benchmarks.md).
-    Alone ("llm" mode), its picks are all it has."""
+    Beside the other paths (bipath mode), LLMselect keeps only its picks that they rank in their
+    top ``AGREEMENT_TOP_DOCUMENTS`` of the ``offered`` documents, weighed by how far its picks
+    agree beyond chance (``fusion.agreement``), as LLMnavigate is at the node level
+    (``node_level._llm_trust``): weighing all its picks let one right pick lend its weight to a
+    wrong one, which took the budget (a DragonBall question, docs/benchmarks.md). And the
+    documents the other paths select alone stay selected: a small model's confident pick, scored
+    1.0 where the vector side's near-ties differ by hundredths, otherwise pushed them under
+    SELECTION_RATIO x the best. Alone ("llm" mode), its picks are all it has.
+    """
     chosen = {name: weights[name] for name in doc_paths}
-    others = _other_paths(doc_paths)
+    others = {name: scores for name, scores in doc_paths.items() if name != LLM_SELECT}
     if LLM_SELECT not in doc_paths or not others:
-        return dict(doc_paths), chosen
-    reference = {item.key: item.score for item in fuse(others, {name: weights[name] for name in others})}
+        return dict(doc_paths), chosen, []
+    ranked = fuse(others, {name: weights[name] for name in others})
     llm = doc_paths[LLM_SELECT]
-    agreed = agreement(llm, reference, top=AGREEMENT_TOP_DOCUMENTS, offered=offered)
+    agreed = agreement(
+        llm, {item.key: item.score for item in ranked}, top=AGREEMENT_TOP_DOCUMENTS, offered=offered
+    )
     chosen[LLM_SELECT] *= agreed.weight
-    trusted = {key: score for key, score in llm.items() if key in agreed.agreed}
-    return {name: trusted if name == LLM_SELECT else scores for name, scores in doc_paths.items()}, chosen
-
-
-def _selected_without_llm(
-    doc_paths: Mapping[str, Mapping[int, float]], weights: Mapping[str, float], facts: Mapping[int, object]
-) -> list[int]:
-    """In bipath mode, the documents the other paths select alone: they stay selected whatever
-    LLMselect says. A small model's confident pick, scored 1.0 where the vector side's near-ties
-    differ by hundredths, otherwise pushed them under SELECTION_RATIO x the best and shrank the
-    selection to its pick."""
-    others = _other_paths(doc_paths)
-    if LLM_SELECT not in doc_paths or not others:
-        return []
-    fused = [item for item in fuse(others, {name: weights[name] for name in others}) if item.key in facts]
-    return select_documents(fused)
-
-
-def _other_paths(doc_paths: Mapping[str, Mapping[int, float]]) -> dict[str, Mapping[int, float]]:
-    return {name: scores for name, scores in doc_paths.items() if name != LLM_SELECT}
+    kept = select_documents([item for item in ranked if item.key in facts])
+    return {**doc_paths, LLM_SELECT: agreed.trusted(llm)}, chosen, kept
 
 
 def _nothing_selected(doc_paths: Mapping[str, object]) -> str:
