@@ -249,6 +249,14 @@ LLM_RETRY_BASE_DELAY = env.number("LLM_RETRY_BASE_DELAY", 1.0, minimum=0.0)
 LLM_MAX_CONCURRENCY = env.integer("LLM_MAX_CONCURRENCY", 1 if LOCAL_LLM else 4, minimum=1, maximum=64)
 LLM_CONTEXT_WINDOW = env.integer("LLM_CONTEXT_WINDOW", 8192, minimum=1024)
 LLM_TREE_RETRIES = env.integer("LLM_TREE_RETRIES", 2, minimum=0, maximum=10)
+# Sampling temperature; unset = the provider's default (some models reject any other). The local
+# model defaults to 0: the same prompt then gets the same answer, so an answer that failed
+# validation and is asked again fails the same way, and a rerun benchmark measures the code.
+LLM_TEMPERATURE: float | None = (
+    env.number("LLM_TEMPERATURE", 0.0, minimum=0.0, maximum=2.0)
+    if LOCAL_LLM or env.is_set("LLM_TEMPERATURE")
+    else None
+)
 # After LLM_BREAKER_THRESHOLD failed requests in a row (down, overloaded, refusing the key), the
 # LLM cools down for LLM_COOLDOWN_SECONDS: queries stay on the vector paths without calling it and
 # say so; then one trial request decides. Any successful LLM request (an ingestion's too) ends the

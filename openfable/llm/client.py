@@ -88,6 +88,7 @@ class LLMClient:
             retry_base_delay_s=float(getattr(settings, "LLM_RETRY_BASE_DELAY", 1.0)),
             breaker_threshold=int(getattr(settings, "LLM_BREAKER_THRESHOLD", 3)),
             cooldown_s=float(getattr(settings, "LLM_COOLDOWN_SECONDS", 60.0)),
+            temperature=getattr(settings, "LLM_TEMPERATURE", None),
             respect_cooldown=respect_cooldown,
         )
         return cls(config, DatabaseLLMCache())

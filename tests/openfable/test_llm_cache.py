@@ -95,3 +95,21 @@ def test_a_missing_table_costs_only_the_cache(
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         assert cursor.fetchone() == (1,)
+
+
+def test_the_temperature_setting_is_sent_and_a_cached_answer_serves_any_temperature(
+    llm_settings: ScriptedOpenAIServer, settings: SettingsWrapper
+) -> None:
+    llm_settings.script_chat({"titles": ["first"]}, {"titles": ["second"]})
+    settings.LLM_TEMPERATURE = None
+    _ask(LLMClient.from_settings())
+    assert "temperature" not in llm_settings.chat_requests[0]  # the provider's own default
+
+    LLMCacheEntry.objects.all().delete()
+    settings.LLM_TEMPERATURE = 0.0
+    asked = _ask(LLMClient.from_settings())
+    assert llm_settings.chat_requests[1]["temperature"] == 0.0
+    # The key is the prompt, not how it was sampled: the answer kept serves a changed setting.
+    settings.LLM_TEMPERATURE = 0.7
+    assert _ask(LLMClient.from_settings()).data == asked.data
+    assert len(llm_settings.chat_requests) == 2

@@ -18,7 +18,7 @@ from tests.conftest import REPO_ROOT
 _PRINT = (
     "import json, django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'openfable.settings'); "
     "from django.conf import settings; print(json.dumps({k: getattr(settings, k) for k in "
-    "('LOCAL_LLM', 'LLM_MODEL', 'LLM_BASE_URL', 'LLM_MAX_CONCURRENCY', 'LLM_TIMEOUT')}))"
+    "('LOCAL_LLM', 'LLM_MODEL', 'LLM_BASE_URL', 'LLM_MAX_CONCURRENCY', 'LLM_TIMEOUT', 'LLM_TEMPERATURE')}))"
 )
 
 
@@ -38,6 +38,7 @@ def test_without_the_option_nothing_changes() -> None:
         "LLM_BASE_URL": "",
         "LLM_MAX_CONCURRENCY": 4,
         "LLM_TIMEOUT": 60.0,
+        "LLM_TEMPERATURE": None,
     }
 
 
@@ -48,6 +49,7 @@ def test_the_local_option_points_the_llm_settings_at_the_local_server() -> None:
         "LLM_BASE_URL": "http://127.0.0.1:9123/v1",
         "LLM_MAX_CONCURRENCY": 1,
         "LLM_TIMEOUT": 180.0,
+        "LLM_TEMPERATURE": 0.0,
     }
 
 
@@ -55,6 +57,8 @@ def test_a_setting_given_explicitly_still_wins() -> None:
     chosen = _settings({"OPENFABLE_LLM": "local", "OPENFABLE_LLM_MAX_CONCURRENCY": "2"})
     assert chosen["LLM_MAX_CONCURRENCY"] == 2
     assert chosen["LLM_MODEL"] == "gemma-3-270m"
+    assert _settings({"OPENFABLE_LLM": "local", "OPENFABLE_LLM_TEMPERATURE": "0.7"})["LLM_TEMPERATURE"] == 0.7
+    assert _settings({"OPENFABLE_LLM_TEMPERATURE": "0.2"})["LLM_TEMPERATURE"] == 0.2
 
 
 def test_the_server_listens_on_the_loopback_with_the_model_and_its_name() -> None:
