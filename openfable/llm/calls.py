@@ -50,6 +50,7 @@ class LLMUsage:
         if isinstance(outcome, LLMOutputError):  # the model answered: its tokens were paid for
             return cls(
                 calls=1,
+                cached_calls=int(outcome.cached),
                 prompt_tokens=outcome.prompt_tokens,
                 completion_tokens=outcome.completion_tokens,
                 cost_usd=outcome.cost_usd,

@@ -148,7 +148,7 @@ class LLMClient:
         """
         key = self.cache_key(messages, schema)
         hit = self._cache_get(key)
-        if hit is not None:
+        if hit is not None and "error" not in hit:
             logger.debug("LLM %s: cache hit", purpose)
             return LLMResult(
                 data=hit["data"],
@@ -156,6 +156,15 @@ class LLMClient:
                 prompt_tokens=0,
                 completion_tokens=0,
                 cost_usd=0.0,
+                cached=True,
+            )
+        if hit is not None and self.config.temperature == 0:  # sampled otherwise, ask again
+            logger.debug("LLM %s: cache hit (an answer that failed validation)", purpose)
+            raise LLMOutputError(
+                hit["error"],
+                purpose=purpose,
+                text=hit["text"],
+                finish_reason=hit.get("finish_reason"),
                 cached=True,
             )
 
@@ -182,9 +191,16 @@ class LLMClient:
             data = parse_json_output(text, schema)
         except ValueError as exc:
             count_fallback(Fallback.INVALID_JSON if text.strip() else Fallback.EMPTY_ANSWER)
+            message = f"LLM output for {purpose} is not valid JSON for schema {schema_name!r} ({exc})" + (
+                f"; finish_reason={finish_reason}" if finish_reason not in (None, "stop") else ""
+            )
+            if self.config.temperature == 0:
+                # A model sampled at temperature 0 gives this answer to this prompt every time:
+                # keep it, so that the caller's fallback (an answer cut off at its cap is read up
+                # to its last item) replays it instead of waiting for the same answer again.
+                self._cache_set(key, {"text": text, "error": message, "finish_reason": finish_reason})
             raise LLMOutputError(
-                f"LLM output for {purpose} is not valid JSON for schema {schema_name!r} ({exc})"
-                + (f"; finish_reason={finish_reason}" if finish_reason not in (None, "stop") else ""),
+                message,
                 purpose=purpose,
                 text=text,
                 finish_reason=finish_reason,
@@ -419,7 +435,7 @@ class LLMClient:
         except Exception:  # a broken cache (e.g. database down) must not stop the LLM path
             logger.warning("LLM cache read failed", exc_info=True)
             return None
-        if isinstance(value, dict) and "text" in value and "data" in value:
+        if isinstance(value, dict) and "text" in value and ("data" in value or "error" in value):
             return value
         return None
 

@@ -26,6 +26,7 @@ class LLMOutputError(LLMError):
         prompt_tokens: int = 0,
         completion_tokens: int = 0,
         cost_usd: float = 0.0,
+        cached: bool = False,
     ) -> None:
         super().__init__(message, purpose=purpose)
         self.text = text
@@ -33,6 +34,7 @@ class LLMOutputError(LLMError):
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
         self.cost_usd = cost_usd
+        self.cached = cached  # replayed from the cache: the model was not asked again
 
 
 class LLMUnavailableError(LLMError):

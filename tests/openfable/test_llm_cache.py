@@ -13,9 +13,10 @@ from django.conf import settings as django_settings
 from django.db import connection
 from pytest_django.fixtures import Settings as SettingsWrapper
 
-from openfable.llm import DatabaseLLMCache, LLMClient, LLMResult
+from openfable.llm import DatabaseLLMCache, LLMClient, LLMOutputError, LLMResult
+from openfable.llm.calls import LLMUsage
 from openfable.models import LLMCacheEntry
-from tests.fakes.llm.server import ScriptedOpenAIServer
+from tests.fakes.llm.server import ChatReply, ScriptedOpenAIServer
 
 pytestmark = pytest.mark.django_db
 
@@ -113,3 +114,41 @@ def test_the_temperature_setting_is_sent_and_a_cached_answer_serves_any_temperat
     settings.LLM_TEMPERATURE = 0.7
     assert _ask(LLMClient.from_settings()).data == asked.data
     assert len(llm_settings.chat_requests) == 2
+
+
+CUT_OFF = ChatReply('{"titles": ["one", "two", "thr', finish_reason="length")
+
+
+def test_at_temperature_0_an_answer_that_failed_is_replayed_not_asked_again(
+    llm_settings: ScriptedOpenAIServer, settings: SettingsWrapper
+) -> None:
+    settings.LLM_TEMPERATURE = 0.0
+    llm_settings.script_chat(CUT_OFF, {"titles": ["never asked"]})
+
+    with pytest.raises(LLMOutputError) as first:
+        _ask(LLMClient.from_settings())
+    with pytest.raises(LLMOutputError) as again:
+        _ask(LLMClient.from_settings())
+
+    assert len(llm_settings.chat_requests) == 1  # the same prompt at 0 gets the same answer
+    assert (first.value.cached, again.value.cached) == (False, True)
+    # The caller gets what it got the first time, to read the cut-off answer the same way.
+    assert again.value.text == first.value.text == CUT_OFF.content
+    assert again.value.finish_reason == "length" and str(again.value) == str(first.value)
+    assert LLMUsage.of(again.value).cached_calls == 1
+
+
+def test_at_another_temperature_an_answer_that_failed_is_asked_again(
+    llm_settings: ScriptedOpenAIServer, settings: SettingsWrapper
+) -> None:
+    settings.LLM_TEMPERATURE = 0.0
+    llm_settings.script_chat(CUT_OFF, {"titles": ["sampled anew"]})
+    with pytest.raises(LLMOutputError):
+        _ask(LLMClient.from_settings())
+
+    settings.LLM_TEMPERATURE = None  # the provider's default sampling: another try may do better
+    answer = _ask(LLMClient.from_settings())
+
+    assert len(llm_settings.chat_requests) == 2
+    assert answer.data == {"titles": ["sampled anew"]}
+    assert _ask(LLMClient.from_settings()).cached  # the good answer replaced the failed one
