@@ -69,6 +69,8 @@ def test_bench_cost_counts_the_tokens_and_reindexing_unchanged_text_costs_none(t
     ]
     docs.write_text("\n".join(json.dumps(row) for row in rows))
     out, numbers = io.StringIO(), tmp_path / "cost.json"
+    # Rows another test's worker threads committed may already be here; the run must remove its own.
+    kept_before = set(LLMCacheEntry.objects.values_list("key", flat=True))
     call_command(
         BenchCommand(), "bench-cost", "--docs", str(docs), "--ingest-limit", "2", "--scopes", "3,12",
         "--queries", "2", "--nodes-per-document", "12", "--budget", "300", "--json", str(numbers), stdout=out,
@@ -96,7 +98,8 @@ def test_bench_cost_counts_the_tokens_and_reindexing_unchanged_text_costs_none(t
         assert 0 < row["input_max"] <= report["target_query_input_tokens"] and row["meets_target"]
         assert row["client_agrees"]
 
-    assert report["cache_rows_deleted"] > 0 and not LLMCacheEntry.objects.exists(), "its cache rows are gone"
+    left = set(LLMCacheEntry.objects.values_list("key", flat=True))
+    assert report["cache_rows_deleted"] > 0 and left <= kept_before, "its cache rows are gone"
     assert not Collection.objects.exists() and not Document.objects.exists(), "its collections are gone"
 
 
