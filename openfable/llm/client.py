@@ -158,7 +158,9 @@ class LLMClient:
                 cost_usd=0.0,
                 cached=True,
             )
-        if hit is not None and self.config.temperature == 0:  # sampled otherwise, ask again
+        if hit is not None and self.config.temperature == 0 and hit.get("max_tokens") == max_tokens:
+            # Sampled otherwise, or asked with another cap (an answer cut off at one cap can
+            # finish under a larger one): ask again.
             logger.debug("LLM %s: cache hit (an answer that failed validation)", purpose)
             raise LLMOutputError(
                 hit["error"],
@@ -198,7 +200,15 @@ class LLMClient:
                 # A model sampled at temperature 0 gives this answer to this prompt every time:
                 # keep it, so that the caller's fallback (an answer cut off at its cap is read up
                 # to its last item) replays it instead of waiting for the same answer again.
-                self._cache_set(key, {"text": text, "error": message, "finish_reason": finish_reason})
+                self._cache_set(
+                    key,
+                    {
+                        "text": text,
+                        "error": message,
+                        "finish_reason": finish_reason,
+                        "max_tokens": max_tokens,
+                    },
+                )
             raise LLMOutputError(
                 message,
                 purpose=purpose,

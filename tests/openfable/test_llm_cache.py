@@ -39,8 +39,10 @@ def llm_settings(scripted_llm: ScriptedOpenAIServer, settings: SettingsWrapper) 
     return scripted_llm
 
 
-def _ask(client: LLMClient) -> LLMResult:
-    return client.complete_json(MESSAGES, schema=SCHEMA, schema_name="titles", purpose="test")
+def _ask(client: LLMClient, *, max_tokens: int | None = None) -> LLMResult:
+    return client.complete_json(
+        MESSAGES, schema=SCHEMA, schema_name="titles", purpose="test", max_tokens=max_tokens
+    )
 
 
 def test_no_django_cache_alias_is_needed_for_llm_answers(llm_settings: ScriptedOpenAIServer) -> None:
@@ -152,3 +154,22 @@ def test_at_another_temperature_an_answer_that_failed_is_asked_again(
     assert len(llm_settings.chat_requests) == 2
     assert answer.data == {"titles": ["sampled anew"]}
     assert _ask(LLMClient.from_settings()).cached  # the good answer replaced the failed one
+
+
+def test_an_answer_that_failed_under_one_cap_is_asked_again_under_another(
+    llm_settings: ScriptedOpenAIServer, settings: SettingsWrapper
+) -> None:
+    settings.LLM_TEMPERATURE = 0.0
+    llm_settings.script_chat(CUT_OFF, {"titles": ["one", "two", "three"]})
+    with pytest.raises(LLMOutputError):
+        _ask(LLMClient.from_settings(), max_tokens=12)
+    with pytest.raises(LLMOutputError) as replayed:
+        _ask(LLMClient.from_settings(), max_tokens=12)
+    assert replayed.value.cached and len(llm_settings.chat_requests) == 1
+
+    # The same prompt with room to finish is a new question, not the cut-off answer again.
+    answer = _ask(LLMClient.from_settings(), max_tokens=200)
+
+    assert len(llm_settings.chat_requests) == 2
+    assert llm_settings.chat_requests[1]["max_tokens"] == 200
+    assert answer.data == {"titles": ["one", "two", "three"]} and not answer.cached
