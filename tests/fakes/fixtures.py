@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -30,8 +31,12 @@ def scripted_openai() -> Iterator[ScriptedOpenAIServer]:
 @pytest.fixture
 def scripted_llm(scripted_openai: ScriptedOpenAIServer, settings: SettingsWrapper) -> ScriptedOpenAIServer:
     """The product's LLM settings pointed at ``scripted_openai`` (a model name, a key, a short
-    timeout and retry delay); a test module adds what it needs beside them."""
-    settings.LLM_MODEL = "scripted-model"
+    timeout and retry delay); a test module adds what it needs beside them.
+
+    The model name is new in every test: answers cached by worker threads (their own database
+    connections commit, outside the test's rolled-back transaction) outlive the test, and the
+    cache key is (model, prompt), so another test asking the same prompt would get them."""
+    settings.LLM_MODEL = f"scripted-model-{uuid.uuid4().hex[:12]}"
     settings.LLM_BASE_URL = scripted_openai.base_url
     settings.LLM_API_KEY = "test-key"
     settings.LLM_TIMEOUT = 2.0

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from pytest_django.fixtures import Settings as SettingsWrapper
 
 from openfable.llm import Fallback, LLMClient, counts_since, fallback_counts, import_litellm
@@ -211,7 +212,7 @@ def test_bipath_uses_both_llm_paths_and_packs_the_llm_choice_first(
     assert result.llm_usage.calls == 2 and result.llm_usage.prompt_tokens > 0
 
     select_request, navigate_request = llm.chat_requests
-    assert select_request["model"] == "scripted-model"
+    assert select_request["model"] == django_settings.LLM_MODEL
     # the schema the server enforces names the ids shown: a grammar cannot write any other
     shown_ids = sorted(int(found) for found in re.findall(r"<document id=(\d+)>", _prompt(select_request)))
     assert select_request["response_format"]["json_schema"]["schema"] == scores_schema("documents", shown_ids)
