@@ -46,6 +46,7 @@ from openfable import local_llm
 from openfable.llm import counts_since, fallback_counts
 from openfable.llm_endpoints import forget_endpoints
 from openfable.models import LLMCacheEntry
+from openfable.runner import stop_children
 from retrieval.services import retrieve
 
 Log = Callable[[str], None]
@@ -118,8 +119,9 @@ def local_model_server(name: str, alias: str, say: Log) -> Iterator[str]:
         say(f"local model {name} at {url}")
         yield url
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        # Killed if it does not stop in time: the report is made by then and must not be lost to
+        # a server still writing an answer nobody waits for.
+        stop_children([server])
 
 
 @contextmanager

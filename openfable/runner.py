@@ -129,7 +129,7 @@ def main() -> int:
             children[name] = _start(name, commands[name])
         time.sleep(0.3)
 
-    _stop_children(list(children.values()))
+    stop_children(list(children.values()))
     # After the worker: on its way out it hands the messages it held back to the broker.
     if broker is not None:
         embedded_broker.stop(broker)
@@ -270,7 +270,9 @@ def _ensure_admin_account() -> None:
     print(f"\nCreated a local admin account. Log in as  admin / {password}\n", flush=True)
 
 
-def _stop_children(children: list[subprocess.Popen[bytes]]) -> None:
+def stop_children(children: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each child still running, then SIGKILL the ones still there after the grace time
+    (a model server mid-answer may not stop on SIGTERM until it has written the answer)."""
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -220,3 +222,23 @@ def test_make_run_serves_the_chosen_model_under_its_name(
     assert asked == [(tmp_path, "smollm2-135m")]
     assert flags["--model"] == str(tmp_path / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf")
     assert flags["--model_alias"] == "smollm2-135m"
+
+
+def test_a_child_that_ignores_sigterm_is_killed_after_the_grace_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A model server mid-answer may not stop on SIGTERM; bench-cost --real-llm lost its whole
+    # report waiting for one. The grace time over, the child is killed.
+    from openfable import runner
+
+    monkeypatch.setattr(runner, "SHUTDOWN_GRACE_SECONDS", 1)
+    stubborn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert stubborn.stdout is not None and stubborn.stdout.readline()  # its handler is set
+    started = time.monotonic()
+    runner.stop_children([stubborn])
+    assert stubborn.returncode == -signal.SIGKILL and time.monotonic() - started < 10
