@@ -64,12 +64,42 @@ def response_format_for(
 ) -> dict[str, Any] | None:
     """The ``response_format`` request parameter for ``kind`` (None: send none)."""
     if kind == "json_schema":
-        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+        strict = without_length_bounds(schema)
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": strict, "strict": True}}
     if kind == "json_object+schema":
         return {"type": "json_object", "schema": schema}
     if kind == "json_object":
         return {"type": "json_object"}
     return None
+
+
+# Length bounds: a grammar (llama.cpp) ends a string or a list there, but strict structured output
+# keeps to a subset of JSON Schema that some providers draw without them, and refuse a schema that
+# holds them ("Invalid schema"), which is no refusal of the format: the request would fail, not
+# step down to the next format.
+_LENGTH_BOUNDS = frozenset({"minItems", "maxItems", "minLength", "maxLength"})
+
+
+def without_length_bounds(schema: Any) -> Any:
+    """``schema`` without its strings' and arrays' length bounds, at every depth."""
+    if isinstance(schema, Mapping):
+        return {
+            key: _properties_without_length_bounds(value)
+            if key == "properties"
+            else without_length_bounds(value)
+            for key, value in schema.items()
+            if key not in _LENGTH_BOUNDS
+        }
+    if isinstance(schema, list):
+        return [without_length_bounds(value) for value in schema]
+    return schema
+
+
+def _properties_without_length_bounds(properties: Any) -> Any:
+    """An object's properties: their names are data (a property may be called "maxLength")."""
+    if not isinstance(properties, Mapping):
+        return without_length_bounds(properties)
+    return {name: without_length_bounds(value) for name, value in properties.items()}
 
 
 def next_format(kind: ResponseFormat) -> ResponseFormat | None:

@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from documents.ingestion.boundaries import MarkerNotFoundError, chunk_spans, locate_markers
-from documents.ingestion.prompts import chunking_messages, feedback_messages, merge_messages, tree_messages
+from documents.ingestion.prompts import (
+    chunking_messages,
+    chunking_schema,
+    feedback_messages,
+    merge_messages,
+    tree_messages,
+)
 from documents.ingestion.tree import TreeNode
 from documents.ingestion.tree_schema import (
     MARKERS_JSON_SCHEMA,
@@ -51,6 +57,8 @@ _MAX_WINDOW_TOKENS = 6000  # longer windows make models skip boundaries
 # ~20 tokens each for at most ~80 chunks; a part's tree lists each chunk once, with a title and a
 # summary per section), so a good model never meets the bound, and a small one that rambles on
 # (Gemma 3 270M: until its 180 s timeout) is cut off, re-asked, and falls back in bounded time.
+# Where the server constrains decoding by the schema, its length bounds (``tree_schema``) end a
+# rambling answer sooner: a window's markers are at most ~40 of at most 100 characters each.
 ANSWER_MAX_TOKENS = {"chunk_markers": 3000, "document_tree": 6000, "document_root": 1000}
 
 
@@ -81,6 +89,7 @@ class _Task:
     attempts: int = 0
     result: Any = None
     last_error: str = ""
+    schema: dict[str, Any] | None = None  # this conversation's own schema, if not the step's
 
 
 class LLMBuilder:
@@ -121,7 +130,11 @@ class LLMBuilder:
             windows = make_windows(text, window_chars=window_chars, overlap_chars=window_chars // 10)
         partial = len(windows) > 1
         tasks = [
-            _Task(index, chunking_messages(text[start:end], is_partial=partial))
+            _Task(
+                index,
+                chunking_messages(text[start:end], is_partial=partial),
+                schema=chunking_schema(text[start:end]),
+            )
             for index, (start, end) in enumerate(windows)
         ]
 
@@ -200,7 +213,7 @@ class LLMBuilder:
             requests = [
                 self._request(
                     messages=t.messages,
-                    schema=schema,
+                    schema=t.schema or schema,
                     schema_name=name,
                     purpose=name,
                     max_tokens=ANSWER_MAX_TOKENS[name],

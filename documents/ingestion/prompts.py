@@ -17,7 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from documents.ingestion.tree import MAX_DEPTH
-from documents.ingestion.tree_schema import MARKERS_JSON_SCHEMA, ROOT_JSON_SCHEMA, TREE_JSON_SCHEMA
+from documents.ingestion.tree_schema import (
+    ROOT_JSON_SCHEMA,
+    SUMMARY_MAX_CHARS,
+    TREE_JSON_SCHEMA,
+    markers_schema,
+)
 
 Message = dict[str, str]
 
@@ -75,10 +80,18 @@ def chunking_messages(
         "of the text. Do not skip text, do not repeat a marker for the same chunk, and never copy more "
         "than the opening words.\n"
         f"{partial_note}"
-        f"Reply with JSON only, matching this schema: {_schema_text(MARKERS_JSON_SCHEMA)}\n\n"
+        "Reply with JSON only, matching this schema: "
+        f"{_schema_text(chunking_schema(window_text, target_chunk_words=target_chunk_words))}\n\n"
         f"{fence_untrusted(window_text)}"
     )
     return [_system("You split documents into retrieval chunks."), {"role": "user", "content": instructions}]
+
+
+def chunking_schema(window_text: str, *, target_chunk_words: int = 150) -> dict[str, Any]:
+    """The markers schema for ``window_text``: no more markers than chunks of the smallest size the
+    prompt allows (half the target) fit in it, plus the window's ragged ends."""
+    smallest_chunk_words = max(1, target_chunk_words // 2)
+    return markers_schema(len(window_text.split()) // smallest_chunk_words + 2)
 
 
 def tree_messages(
@@ -199,7 +212,11 @@ def _schema_text(schema: dict[str, Any]) -> str:
 SUMMARY_JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "summary": {"type": "string", "description": "Abstractive summary of everything in the section."}
+        "summary": {
+            "type": "string",
+            "maxLength": SUMMARY_MAX_CHARS,
+            "description": "Abstractive summary of everything in the section.",
+        }
     },
     "required": ["summary"],
     "additionalProperties": False,

@@ -31,7 +31,18 @@ from openfable.llm.model_text import has_template_tokens, strip_template_tokens
 
 Span = tuple[int, int]
 
-_TEXT_FIELD = {"type": "string"}
+# Length bounds on what a model writes. A constrained decoder (llama.cpp turns the schema into a
+# grammar) must end a string or a list at its bound, so a small model that rambles on (Gemma 3 270M
+# at temperature 0 repeats itself until its token cap) writes a bounded answer in bounded time;
+# strict structured output elsewhere gets the schema without them
+# (``openfable.llm_endpoints.without_length_bounds``). Each is several times what a valid answer
+# needs, and a cut string is still usable: a marker cut short is still the chunk's opening words.
+MARKER_MAX_CHARS = 100  # the first 5-8 words of a chunk
+TITLE_MAX_CHARS = 120  # a table-of-contents entry of at most 10 words
+SUMMARY_MAX_CHARS = 800  # 1-4 sentences
+
+_TITLE_FIELD = {"type": "string", "maxLength": TITLE_MAX_CHARS}
+_SUMMARY_FIELD = {"type": "string", "maxLength": SUMMARY_MAX_CHARS}
 _CHUNKS_FIELD = {
     "type": "array",
     "items": {"type": "integer"},
@@ -43,8 +54,8 @@ _SECTIONS_FIELD = {"type": "array", "items": {"$ref": "#/$defs/section"}}
 TREE_JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "title": {**_TEXT_FIELD, "description": "Title of the whole document (or part)."},
-        "summary": {**_TEXT_FIELD, "description": "Abstractive summary of everything beneath."},
+        "title": {**_TITLE_FIELD, "description": "Title of the whole document (or part)."},
+        "summary": {**_SUMMARY_FIELD, "description": "Abstractive summary of everything beneath."},
         "sections": _SECTIONS_FIELD,
     },
     "required": ["title", "summary", "sections"],
@@ -53,8 +64,8 @@ TREE_JSON_SCHEMA: dict[str, Any] = {
         "section": {
             "type": "object",
             "properties": {
-                "title": {**_TEXT_FIELD, "description": "Short table-of-contents title."},
-                "summary": {**_TEXT_FIELD, "description": "Abstractive summary of everything beneath."},
+                "title": {**_TITLE_FIELD, "description": "Short table-of-contents title."},
+                "summary": {**_SUMMARY_FIELD, "description": "Abstractive summary of everything beneath."},
                 "chunks": _CHUNKS_FIELD,
                 "sections": _SECTIONS_FIELD,
             },
@@ -69,7 +80,7 @@ MARKERS_JSON_SCHEMA: dict[str, Any] = {
     "properties": {
         "markers": {
             "type": "array",
-            "items": {"type": "string"},
+            "items": {"type": "string", "maxLength": MARKER_MAX_CHARS},
             "description": "Verbatim opening words of each chunk, in document order.",
         }
     },
@@ -79,10 +90,18 @@ MARKERS_JSON_SCHEMA: dict[str, Any] = {
 
 ROOT_JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"title": _TEXT_FIELD, "summary": _TEXT_FIELD},
+    "properties": {"title": _TITLE_FIELD, "summary": _SUMMARY_FIELD},
     "required": ["title", "summary"],
     "additionalProperties": False,
 }
+
+
+def markers_schema(max_markers: int) -> dict[str, Any]:
+    """``MARKERS_JSON_SCHEMA`` for a text that holds at most ``max_markers`` chunks: the list ends
+    there (a model repeating a marker forever is the failure this bounds)."""
+    markers = {**MARKERS_JSON_SCHEMA["properties"]["markers"], "maxItems": max(1, max_markers)}
+    return {**MARKERS_JSON_SCHEMA, "properties": {"markers": markers}}
+
 
 _ROOT_KEYS = ("title", "summary", "sections")
 _SECTION_KEYS = ("title", "summary", "chunks", "sections")
@@ -110,11 +129,6 @@ class TreeValidationError(AnswerError):
 
 class MarkerAnswerError(AnswerError):
     subject = "markers answer"
-
-
-def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """litellm/OpenAI ``response_format`` for strict structured output with ``schema``."""
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
 def parse_marker_answer(data: object) -> list[str]:

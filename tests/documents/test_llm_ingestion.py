@@ -7,6 +7,7 @@ builder, with the reason on the job), and the cache that makes a re-index free.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pytest_django.fixtures import Settings as SettingsWrapper
 
+from documents.ingestion.tree_schema import MARKER_MAX_CHARS
 from documents.models import Document, IngestionJob, Node
 from documents.services.documents import document_create, document_reindex
 from documents.services.jobs import document_index, job_claim
@@ -275,6 +277,13 @@ def test_a_llama_cpp_server_builds_the_llm_tree_with_one_refused_request(
     assert titles == ["Opening part", "Closing part"]
     formats = [(body.get("response_format") or {}).get("type") for body in server.chat_requests]
     assert formats == ["json_schema"] + ["json_object"] * 4, "one refused request for the model"
+    # The grammar llama.cpp makes of the schema ends a rambling answer at its length bounds;
+    # strict structured output is asked without them (not every provider takes them).
+    refused, first_grammar = server.chat_requests[:2]
+    assert "maxItems" not in json.dumps(refused["response_format"]["json_schema"]["schema"])
+    markers = first_grammar["response_format"]["schema"]["properties"]["markers"]
+    assert markers["maxItems"] == len(TEXT.split()) // 75 + 2
+    assert markers["items"]["maxLength"] == MARKER_MAX_CHARS
     assert [reading.schema_name(body) for body in server.chat_requests] == [
         "chunk_markers",
         "chunk_markers",

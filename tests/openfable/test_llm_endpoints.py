@@ -32,6 +32,7 @@ from openfable.llm_endpoints import (
     counts_against_endpoint,
     forget_endpoints,
     rejects_response_format,
+    response_format_for,
     with_schema_instruction,
 )
 from openfable.retry import is_transient
@@ -408,3 +409,29 @@ def test_ingestion_still_tries_during_a_cool_down_and_its_success_ends_it(
     assert query_side.cooldown() is None, "one success ends the cool-down for every caller"
     assert ask(query_side, "a query").data == {"titles": ["up again"]}
     assert len(scripted_openai.chat_requests) == 3 + 1 + 1
+
+
+def test_strict_structured_output_gets_the_schema_without_length_bounds() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "maxItems": {"type": "integer"},  # a property's name is data, not a bound
+            "picks": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 9},
+                "maxItems": 3,
+                "minItems": 1,
+            },
+        },
+    }
+    strict = response_format_for("json_schema", schema=schema, name="picks")
+    grammar = response_format_for("json_object+schema", schema=schema, name="picks")
+    assert strict is not None and grammar is not None
+    assert strict["json_schema"]["schema"] == {
+        "type": "object",
+        "properties": {
+            "maxItems": {"type": "integer"},
+            "picks": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    assert grammar["schema"] == schema  # a grammar ends the string and the list at their bounds

@@ -19,7 +19,6 @@ from documents.ingestion.tree_schema import (
     merge_part_trees,
     parse_marker_answer,
     parse_root_answer,
-    response_format,
     tree_from_json,
     tree_to_json,
 )
@@ -404,13 +403,6 @@ def test_tree_schema_validates_a_valid_answer() -> None:
     jsonschema.validate(data, TREE_JSON_SCHEMA)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(_tree({"title": "A", "summary": "s", "chunks": [0]}), TREE_JSON_SCHEMA)
-
-
-def test_response_format_shape() -> None:
-    assert response_format("document_tree", TREE_JSON_SCHEMA) == {
-        "type": "json_schema",
-        "json_schema": {"name": "document_tree", "schema": TREE_JSON_SCHEMA, "strict": True},
-    }
 
 
 # --- property: any nested structure round-trips -----------------------------------------------
