@@ -18,9 +18,9 @@ import pytest
 from django.conf import settings
 
 from documents.ingestion.llm_builder import ANSWER_MAX_TOKENS
-from documents.ingestion.prompts import chunking_messages, feedback_messages, tree_messages
+from documents.ingestion.prompts import chunking_messages, chunking_schema, feedback_messages, tree_messages
 from documents.ingestion.tree import LEAF
-from documents.ingestion.tree_schema import MARKERS_JSON_SCHEMA, TREE_JSON_SCHEMA
+from documents.ingestion.tree_schema import TREE_JSON_SCHEMA
 from documents.models import AgentState, Document, IngestionJob, Node
 from documents.services.agent import AgentStepError, agent_apply_chunks, agent_apply_tree, agent_plan
 from documents.services.documents import document_create
@@ -197,7 +197,7 @@ def test_the_agent_steps_with_the_model_as_the_agent(
 
     spans = ask(
         chunking_messages(document.content),
-        MARKERS_JSON_SCHEMA,
+        chunking_schema(document.content),
         "chunk_markers",
         lambda data: agent_apply_chunks(
             document=document, markers=data.get("markers", []) if isinstance(data, dict) else []
