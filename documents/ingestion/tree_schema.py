@@ -37,12 +37,14 @@ Span = tuple[int, int]
 # strict structured output elsewhere gets the schema without them
 # (``openfable.llm_endpoints.without_length_bounds``). Each is several times what a valid answer
 # needs, and a cut string is still usable: a marker cut short is still the chunk's opening words.
+# The lower bounds are what validation asks anyway (no empty title, summary, marker or list of
+# markers, a root with a section): a grammar then never lets a model write what would be refused.
 MARKER_MAX_CHARS = 100  # the first 5-8 words of a chunk
 TITLE_MAX_CHARS = 120  # a table-of-contents entry of at most 10 words
 SUMMARY_MAX_CHARS = 800  # 1-4 sentences
 
-_TITLE_FIELD = {"type": "string", "maxLength": TITLE_MAX_CHARS}
-_SUMMARY_FIELD = {"type": "string", "maxLength": SUMMARY_MAX_CHARS}
+_TITLE_FIELD = {"type": "string", "minLength": 1, "maxLength": TITLE_MAX_CHARS}
+_SUMMARY_FIELD = {"type": "string", "minLength": 1, "maxLength": SUMMARY_MAX_CHARS}
 _CHUNKS_FIELD = {
     "type": "array",
     "items": {"type": "integer"},
@@ -56,7 +58,7 @@ TREE_JSON_SCHEMA: dict[str, Any] = {
     "properties": {
         "title": {**_TITLE_FIELD, "description": "Title of the whole document (or part)."},
         "summary": {**_SUMMARY_FIELD, "description": "Abstractive summary of everything beneath."},
-        "sections": _SECTIONS_FIELD,
+        "sections": {**_SECTIONS_FIELD, "minItems": 1},
     },
     "required": ["title", "summary", "sections"],
     "additionalProperties": False,
@@ -80,7 +82,8 @@ MARKERS_JSON_SCHEMA: dict[str, Any] = {
     "properties": {
         "markers": {
             "type": "array",
-            "items": {"type": "string", "maxLength": MARKER_MAX_CHARS},
+            "items": {"type": "string", "minLength": 1, "maxLength": MARKER_MAX_CHARS},
+            "minItems": 1,
             "description": "Verbatim opening words of each chunk, in document order.",
         }
     },

@@ -280,7 +280,8 @@ def test_a_llama_cpp_server_builds_the_llm_tree_with_one_refused_request(
     # The grammar llama.cpp makes of the schema ends a rambling answer at its length bounds;
     # strict structured output is asked without them (not every provider takes them).
     refused, first_grammar = server.chat_requests[:2]
-    assert "maxItems" not in json.dumps(refused["response_format"]["json_schema"]["schema"])
+    strict = json.dumps(refused["response_format"]["json_schema"]["schema"])
+    assert "maxItems" not in strict and "minLength" not in strict
     markers = first_grammar["response_format"]["schema"]["properties"]["markers"]
     assert markers["maxItems"] == len(TEXT.split()) // 75 + 2
     assert markers["items"]["maxLength"] == MARKER_MAX_CHARS

@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION, TreeNode, check_tree
 from documents.ingestion.tree_schema import (
+    MARKER_MAX_CHARS,
     MARKERS_JSON_SCHEMA,
     ROOT_JSON_SCHEMA,
+    SUMMARY_MAX_CHARS,
     TREE_JSON_SCHEMA,
     MarkerAnswerError,
     TreeValidationError,
@@ -394,6 +396,26 @@ def test_schemas_are_strict(schema: dict[str, Any]) -> None:
     for node in _objects(schema):
         assert node["additionalProperties"] is False
         assert sorted(node["required"]) == sorted(node["properties"])
+
+
+@pytest.mark.parametrize(
+    ("schema", "refused"),
+    [
+        (MARKERS_JSON_SCHEMA, {"markers": []}),
+        (MARKERS_JSON_SCHEMA, {"markers": ["Section 1", ""]}),
+        (MARKERS_JSON_SCHEMA, {"markers": ["x" * (MARKER_MAX_CHARS + 1)]}),
+        (ROOT_JSON_SCHEMA, {"title": "", "summary": "s"}),
+        (ROOT_JSON_SCHEMA, {"title": "t", "summary": "s" * (SUMMARY_MAX_CHARS + 1)}),
+        (TREE_JSON_SCHEMA, {"title": "t", "summary": "s", "sections": []}),
+    ],
+)
+def test_the_schemas_bounds_refuse_what_validation_refuses(schema: dict[str, Any], refused: Any) -> None:
+    """The length bounds a grammar enforces as the model writes (llama.cpp) hold the empty answers
+    the validators refuse, and bound the rambling ones."""
+    import jsonschema
+
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(refused, schema)
 
 
 def test_tree_schema_validates_a_valid_answer() -> None:
