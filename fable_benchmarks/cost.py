@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.test import override_settings
+from django.utils import timezone
 
 from documents.ingestion.tree import LEAF
 from documents.models import Document
@@ -46,7 +47,7 @@ from documents.services.jobs import JobRun, job_run_now
 from fable_benchmarks import BenchInputError
 from fable_benchmarks.datasets import read_documents
 from fable_benchmarks.latency import generate_corpus
-from openfable.llm import LLMClient, LLMConfig
+from openfable.llm import LLMClient
 from openfable.models import LLMCacheEntry
 from retrieval.result import LLM_NAVIGATE, LLM_SELECT
 from retrieval.services import retrieve
@@ -101,6 +102,10 @@ def bench_cost(
         "budget": budget,
         "target_query_input_tokens": TARGET_QUERY_INPUT_TOKENS,
     }
+    # The rows written from here on are this run's (its model name is new); they are deleted by
+    # time, as bench-cost --real-llm does: a key cannot be recomputed from what the server got
+    # (strict structured output is sent the schema without its length bounds, the key has them).
+    started = timezone.now()
     with FableModelServer(model=model) as server, _llm_pointed_at(server, model):
         report["context_window"] = LLMClient.from_settings().context_window()
         try:
@@ -123,7 +128,7 @@ def bench_cost(
                 say=say,
             )
         finally:
-            report["cache_rows_deleted"] = _forget_answers(server, model)
+            report["cache_rows_deleted"] = LLMCacheEntry.objects.filter(created_at__gte=started).delete()[0]
     return report
 
 
@@ -331,22 +336,3 @@ def _scope_row(size: int, measured: list[dict[str, Any]]) -> dict[str, Any]:
         "failed_paths": sorted({name for m in measured for name in m["failed_paths"]}),
         "meets_target": most("input") <= TARGET_QUERY_INPUT_TOKENS,
     }
-
-
-# -- cleanup -------------------------------------------------------------------------------------
-
-
-def _forget_answers(server: FableModelServer, model: str) -> int:
-    """Delete the LLM cache rows this run wrote: their keys are recomputed from the requests the
-    server received, the way the client computed them (model, messages, schema)."""
-    client = LLMClient(LLMConfig(model=model, base_url=server.base_url))
-    keys = {
-        client.cache_key(request["messages"], request["response_format"]["json_schema"]["schema"])
-        for request in server.chat_requests
-        if (request.get("response_format") or {}).get("type") == "json_schema"
-    }
-    ordered = sorted(keys)
-    return sum(
-        LLMCacheEntry.objects.filter(key__in=ordered[start : start + 500]).delete()[0]
-        for start in range(0, len(ordered), 500)
-    )

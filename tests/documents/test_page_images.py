@@ -58,8 +58,9 @@ def _signed_in(user: Any) -> Client:
 @dataclass
 class _Peak:
     # What the block added: this process's growth over its resident memory when the block began,
-    # plus all its children. Not the process's whole size: after a thousand tests in one process
-    # that alone can be most of a gigabyte, and it says nothing about drawing pages.
+    # plus the children started in it. Not the process's whole size: after a thousand tests in one
+    # process that alone can be most of a gigabyte, and it says nothing about drawing pages; nor
+    # the children already running (the test broker, the real_llm tests' model server: 3.5 GB).
     bytes: int = 0
     drawing: int = 0  # child processes drawing (or reading) at once
 
@@ -79,10 +80,11 @@ def _peak_memory() -> Iterator[_Peak]:
     done = threading.Event()
     me = psutil.Process()
     before = me.memory_info().rss
+    running = {process.pid for process in me.children(recursive=True)}
 
     def sample() -> None:
         while not done.is_set():
-            children = me.children(recursive=True)
+            children = [process for process in me.children(recursive=True) if process.pid not in running]
             total = max(0, me.memory_info().rss - before)
             for process in children:
                 # A child that ended between the listing and the reading counts nothing.
