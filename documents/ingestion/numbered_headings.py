@@ -14,7 +14,14 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from documents.ingestion.heading_titles import Heading, clean_title, is_titleish, word_set
+from documents.ingestion.heading_titles import (
+    TITLE_CHARS,
+    Heading,
+    clean_title,
+    is_titleish,
+    shorten,
+    word_set,
+)
 
 LINE = re.compile(r"[^\r\n]+")
 _LINE_END = re.compile(r"[\r\n]")
@@ -197,7 +204,7 @@ def _numbered_heading(text: str, match: re.Match[str], line_start: bool) -> Head
         match.start(),
         max(title_end, match.end()),
         _numbered_rank(family, path),
-        f"{marker} {title}".strip() if title else "",
+        shorten(f"{marker} {title}".strip(), TITLE_CHARS) if title else "",  # the title alone may fill it
         family=family,
         path=path,
         line_start=line_start,
