@@ -19,7 +19,7 @@ from typing import Any
 from documents.ingestion.tree import MAX_DEPTH
 from documents.ingestion.tree_schema import (
     ROOT_JSON_SCHEMA,
-    SUMMARY_MAX_CHARS,
+    SUMMARY_FIELD,
     TREE_JSON_SCHEMA,
     markers_schema,
 )
@@ -212,11 +212,7 @@ def _schema_text(schema: dict[str, Any]) -> str:
 SUMMARY_JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "summary": {
-            "type": "string",
-            "maxLength": SUMMARY_MAX_CHARS,
-            "description": "Abstractive summary of everything in the section.",
-        }
+        "summary": {**SUMMARY_FIELD, "description": "Abstractive summary of everything in the section."}
     },
     "required": ["summary"],
     "additionalProperties": False,

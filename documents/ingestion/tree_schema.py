@@ -44,7 +44,7 @@ TITLE_MAX_CHARS = 120  # a table-of-contents entry of at most 10 words
 SUMMARY_MAX_CHARS = 800  # 1-4 sentences
 
 _TITLE_FIELD = {"type": "string", "minLength": 1, "maxLength": TITLE_MAX_CHARS}
-_SUMMARY_FIELD = {"type": "string", "minLength": 1, "maxLength": SUMMARY_MAX_CHARS}
+SUMMARY_FIELD = {"type": "string", "minLength": 1, "maxLength": SUMMARY_MAX_CHARS}
 _CHUNKS_FIELD = {
     "type": "array",
     "items": {"type": "integer"},
@@ -57,7 +57,7 @@ TREE_JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "title": {**_TITLE_FIELD, "description": "Title of the whole document (or part)."},
-        "summary": {**_SUMMARY_FIELD, "description": "Abstractive summary of everything beneath."},
+        "summary": {**SUMMARY_FIELD, "description": "Abstractive summary of everything beneath."},
         "sections": {**_SECTIONS_FIELD, "minItems": 1},
     },
     "required": ["title", "summary", "sections"],
@@ -67,7 +67,7 @@ TREE_JSON_SCHEMA: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "title": {**_TITLE_FIELD, "description": "Short table-of-contents title."},
-                "summary": {**_SUMMARY_FIELD, "description": "Abstractive summary of everything beneath."},
+                "summary": {**SUMMARY_FIELD, "description": "Abstractive summary of everything beneath."},
                 "chunks": _CHUNKS_FIELD,
                 "sections": _SECTIONS_FIELD,
             },
@@ -93,7 +93,7 @@ MARKERS_JSON_SCHEMA: dict[str, Any] = {
 
 ROOT_JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"title": _TITLE_FIELD, "summary": _SUMMARY_FIELD},
+    "properties": {"title": _TITLE_FIELD, "summary": SUMMARY_FIELD},
     "required": ["title", "summary"],
     "additionalProperties": False,
 }

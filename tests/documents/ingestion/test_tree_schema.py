@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from documents.ingestion.prompts import SUMMARY_JSON_SCHEMA
 from documents.ingestion.tree import LEAF, ROOT, SECTION, SUBSECTION, TreeNode, check_tree
 from documents.ingestion.tree_schema import (
     MARKER_MAX_CHARS,
@@ -407,6 +408,7 @@ def test_schemas_are_strict(schema: dict[str, Any]) -> None:
         (ROOT_JSON_SCHEMA, {"title": "", "summary": "s"}),
         (ROOT_JSON_SCHEMA, {"title": "t", "summary": "s" * (SUMMARY_MAX_CHARS + 1)}),
         (TREE_JSON_SCHEMA, {"title": "t", "summary": "s", "sections": []}),
+        (SUMMARY_JSON_SCHEMA, {"summary": ""}),
     ],
 )
 def test_the_schemas_bounds_refuse_what_validation_refuses(schema: dict[str, Any], refused: Any) -> None:
