@@ -42,6 +42,16 @@ _THEMATIC_BREAK = re.compile(r"(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,}"
 _FILING_LABEL = re.compile(r"(?i)(?:exhibit|ex-?)\s*[\d.()a-z-]{1,12}")
 _CAPITALS_LINE = re.compile(r"[A-Z][A-Z &,'\u2019/-]*[A-Z][:.]?")
 _TITLE_ZONE_CHARS = 1000  # how far down the first page a PDF's title may stand
+FRONT_MATTER = "front"  # the family of the lines above a title (``_front_matter_above``)
+# Legends that may stand above a title, no part of the document: a version ("Execution Version",
+# "Conformed Copy") and a confidentiality legend ("CONFIDENTIAL TREATMENT REQUESTED ...", alone or
+# on the filing label's line), not a title that opens with the word ("Confidential Information
+# and Invention Assignment Agreement").
+_VERSION_LEGEND = re.compile(r"(?i)(?:execution|conformed|composite|final|signature)\s+(?:version|copy)")
+_CONFIDENTIAL_LEGEND = re.compile(r"(?i)confidential(?:\s+treatment\b.*|\s*[-\u2013\u2014:].*)?")
+# A document's title in plain capitals on its first line can be longer than a section's heading
+# ("BROKER DEALER MARKETING AND SERVICING AGREEMENT FOR VARIABLE ANNUITY CONTRACTS").
+_CAPITALS_TITLE_MAX_WORDS = 16
 # A paragraph's own title: capitalised words (small ones between, a comma after one: "Binding
 # Nature, Assignment, and Subcontracting"), a period, then its sentence (or its line's end).
 _RUN_IN_TITLE = re.compile(
@@ -556,11 +566,103 @@ def _split_document_title(text: str, headings: list[Heading]) -> tuple[list[Head
         titles.append(first)
         headings, cursor = rest, first.title_end
         by_font = first.family in ("font", "caps")
-        if by_font and _FILING_LABEL.fullmatch(first.title):
+        if by_font and _front_matter_line(first.title):
             continue  # "Exhibit 10.14" in bold above the title: the title is the next line
-        if not empty_body or by_font:
-            break  # the font says which line is the title; the lines below it are the preamble
+        if by_font:
+            # The font says which line is the title; the lines in its type stacked right under it
+            # (a company over the agreement's name, the parties on a cover page) are its block.
+            while headings and _in_the_title_block(text, first, cursor, headings[0]):
+                titles.append(headings[0])
+                headings, cursor = headings[1:], headings[0].title_end
+            break
+        if not empty_body:
+            break  # the lines below the title are the preamble
+    if not titles and (plain := _plain_capitals_title(text, headings)) is not None:
+        titles.append(plain)
+    if titles:
+        titles[:0] = _front_matter_above(text, titles[0].start)
     return titles, headings
+
+
+def _front_matter_above(text: str, title_start: int) -> list[Heading]:
+    """The lines above the title (a filing's label and legends, accepted as such by
+    ``_after_front_matter``), as title lines of family ``FRONT_MATTER``: they open the title's
+    passage, not a passage or a section of their own."""
+    lines: list[Heading] = []
+    offset = 0
+    for line in text[:title_start].split("\n"):
+        stripped = line.strip(" \t#*_")
+        if re.search(r"\w", stripped):  # a rule ("---") stays what it was
+            start = offset + len(line) - len(line.lstrip())  # the markup's "#" included, as a heading's
+            lines.append(
+                Heading(
+                    start=start,
+                    title_end=offset + len(line.rstrip()),
+                    rank=0.0,
+                    title=stripped,
+                    family=FRONT_MATTER,
+                )
+            )
+        offset += len(line) + 1
+    return lines
+
+
+def title_of_document(title_headings: list[Heading]) -> str:
+    """What the title lines say, front matter left out (unless there is nothing else)."""
+    titles = [h.title for h in title_headings if h.family != FRONT_MATTER and not _front_matter_line(h.title)]
+    return " \u2014 ".join(titles or [h.title for h in title_headings])
+
+
+def _front_matter_line(line: str) -> bool:
+    """A filing's label ("Exhibit 10.1", "EX-99.4"), alone or with a legend on its line, or a
+    version or confidentiality legend: what stands above a title and is no part of the document."""
+    line = line.strip(" \t#*_")
+    if _VERSION_LEGEND.fullmatch(line) or _CONFIDENTIAL_LEGEND.fullmatch(line):
+        return True
+    label = _FILING_LABEL.match(line)
+    if label is None or (label.end() < len(line) and not line[label.end()].isspace()):
+        return False
+    rest = line[label.end() :].strip(" \t-\u2013\u2014:")
+    return not rest or bool(_VERSION_LEGEND.fullmatch(rest) or _CONFIDENTIAL_LEGEND.fullmatch(rest))
+
+
+def _in_the_title_block(text: str, title: Heading, cursor: int, following: Heading) -> bool:
+    """An unnumbered line in the title's own type and size right under it, no words between."""
+    return (
+        following.family == title.family
+        and following.rank == title.rank
+        and not following.label
+        and following.start < _TITLE_ZONE_CHARS
+        and not re.search(r"\w", text[cursor : following.start])
+    )
+
+
+def _plain_capitals_title(text: str, headings: list[Heading]) -> Heading | None:
+    """A first line in capitals set in the body's font, a paragraph under it: the document's
+    title, though longer than a heading in capitals may be. Front matter may stand above it."""
+    offset = 0
+    for line in text[:_TITLE_ZONE_CHARS].split("\n"):
+        stripped = line.strip()
+        if stripped and not _front_matter_line(stripped):
+            break
+        offset += len(line) + 1
+    else:
+        return None
+    line_end = text.find("\n", offset)
+    line_end = len(text) if line_end < 0 else line_end
+    line = text[offset:line_end].strip()
+    start = offset + text[offset:line_end].index(line[0]) if line else offset
+    words = line.split()
+    after = text[line_end : line_end + 2]
+    if (
+        not 2 <= len(words) <= _CAPITALS_TITLE_MAX_WORDS
+        or not _CAPITALS_LINE.fullmatch(line)
+        or after != "\n\n"
+        or any(heading.start <= start < heading.title_end for heading in headings)
+        or NUMBERED.match(f"{line} ")
+    ):
+        return None
+    return Heading(start=start, title_end=start + len(line), rank=0.0, title=clean_title(line), family="caps")
 
 
 def _opens_the_text(first: Heading, before: str, titles: list[Heading]) -> bool:
@@ -575,9 +677,12 @@ def _after_front_matter(first: Heading, before: str, titles: list[Heading]) -> b
     ("Confidential treatment requested ..."): a few lines, no part of the document."""
     if first.family not in ("font", "caps") or first.start >= _TITLE_ZONE_CHARS:
         return False
-    if titles and all(_FILING_LABEL.fullmatch(title.title) for title in titles):
+    if titles and all(_front_matter_line(title.title) for title in titles):
         return True
-    return bool(_FILING_LABEL.fullmatch(before.strip().split("\n", 1)[0].strip(" #*")))
+    lines = [line for line in before.split("\n") if line.strip(" \t#*_")]
+    if lines and _FILING_LABEL.fullmatch(lines[0].strip(" #*")):
+        return True  # the label, then its legend, however it is worded
+    return bool(lines) and all(_front_matter_line(line) for line in lines)
 
 
 def _tops_the_rest(first: Heading, rest: list[Heading], *, empty_body: bool) -> bool:

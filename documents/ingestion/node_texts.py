@@ -193,9 +193,25 @@ class NodeTexts:
         phrase of it (a party, its address) would misname."""
         return (
             depth == 1
-            and draft.first == 0
             and draft.heading is None
+            and self._opens_the_body(draft, parent)
             and bool(_PREAMBLE.search(self._plain(draft.first, draft.last)))
+        )
+
+    def _opens_the_body(self, draft: Draft, parent: Draft | None) -> bool:
+        """The part starts the text, or right after the document's title lines (their passage)."""
+        if draft.first == 0:
+            return True
+        if parent is None or draft not in parent.children:
+            return False
+        units = self.builder.units
+        before = parent.children[: parent.children.index(draft)]
+        return all(
+            not sibling.children
+            and all(
+                unit.heading_only and unit.heading is None for unit in units[sibling.first : sibling.last]
+            )
+            for sibling in before
         )
 
     def _summary(self, draft: Draft) -> str:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from documents.ingestion.heading_titles import TITLE_CHARS, Heading, shorten
-from documents.ingestion.headings import detect_headings
+from documents.ingestion.headings import detect_headings, title_of_document
 from documents.ingestion.node_texts import Draft, NodeTexts, first_line_title
 from documents.ingestion.segmentation import (
     AFTER_HEADING_PENALTY,
@@ -127,7 +127,7 @@ def build_structural_tree(
     block_vectors = embed_blocks(text, units, block_starts, embed, progress)
     progress("building_tree", 0.0)
     builder = StructuralTreeBuilder(text, units, block_starts, block_vectors, params)
-    document_title = shorten(" \u2014 ".join(heading.title for heading in title_headings), TITLE_CHARS)
+    document_title = shorten(title_of_document(title_headings), TITLE_CHARS)
     return builder.build(headings, document_title, progress)
 
 

@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from documents.ingestion.heading_titles import TITLE_CHARS, Heading, clean_title, shorten, word_set
-from documents.ingestion.headings import detect_headings
+from documents.ingestion.headings import FRONT_MATTER, detect_headings, title_of_document
 
 # A clause body long enough (in characters and lowercase words) to count as prose under a heading.
 BODY = "The parties agree that the terms below apply to every order placed under this contract."
@@ -477,8 +477,13 @@ def test_a_font_guessed_heading_takes_its_level_from_its_numbering() -> None:
     )
     marks = frozenset(match.start() for match in re.finditer(r"(?m)^# ", text))
     titles, headings = detect_headings(text, font_heading_starts=marks)
-    # The bold line atop the file, under its filing label, is the title, not section 1.
-    assert [heading.title for heading in titles] == ["SUPPLY AGREEMENT"]
+    # The bold line atop the file, under its filing label, is the title, not section 1; the
+    # label above it opens the title's lines, no part of what the title says.
+    assert [(heading.title, heading.family) for heading in titles] == [
+        ("Exhibit 10.1", FRONT_MATTER),
+        ("SUPPLY AGREEMENT", "font"),
+    ]
+    assert title_of_document(titles) == "SUPPLY AGREEMENT"
     ranks = {heading.title: heading.rank for heading in headings}
     assert (
         ranks["ARTICLE II EQUIPMENT"]
@@ -814,3 +819,64 @@ def test_a_capitalised_title_that_opens_with_the_is_still_a_title() -> None:
     assert titles["A."] == "A. The Company's Business"
     assert titles["B."] == "B. The Distributor's Objectives"
     assert titles.get("3.1", "") == titles.get("3.2", "") == ""
+
+
+# -- the document's title line: never a section's opening
+
+
+def _font_marks(text: str) -> frozenset[int]:
+    return frozenset(match.start() for match in re.finditer(r"(?m)^#+ ", text))
+
+
+@pytest.mark.parametrize(
+    "above",
+    [
+        "Execution Version",
+        "EXECUTION COPY",
+        "## Exhibit 99.1 CONFIDENTIAL TREATMENT REQUESTED WITH RESPECT TO CERTAIN PORTIONS HEREOF",
+        "Exhibit 10.4\n\nConformed Copy",
+    ],
+)
+def test_legends_above_the_title_are_front_matter_not_the_title(above: str) -> None:
+    text = (
+        f"{above}\n\n# HOSTING AGREEMENT\n\n{BODY}\n\n# 1. DEFINITIONS\n\n{BODY}\n\n# 2. SERVICES\n\n{BODY}\n"
+    )
+    titles, headings = detect_headings(text, font_heading_starts=_font_marks(text))
+    assert title_of_document(titles) == "HOSTING AGREEMENT"
+    # What stands above the title opens the title's lines: no passage, no section of its own.
+    assert titles[0].start == 0 and titles[-1].title == "HOSTING AGREEMENT"
+    assert [heading.title for heading in headings] == ["1. DEFINITIONS", "2. SERVICES"]
+
+
+def test_a_title_that_opens_with_confidential_is_a_title_not_a_legend() -> None:
+    text = f"# CONFIDENTIAL INFORMATION AGREEMENT\n\n{BODY}\n\n# 1. DEFINITIONS\n\n{BODY}\n"
+    titles, _headings = detect_headings(text, font_heading_starts=_font_marks(text))
+    assert [(heading.title, heading.family) for heading in titles] == [
+        ("CONFIDENTIAL INFORMATION AGREEMENT", "font")
+    ]
+
+
+def test_lines_in_the_titles_type_stacked_under_it_are_its_block() -> None:
+    """A company over a trust over the agreement's name, in capitals, nothing between: one title."""
+    text = (
+        "ACME HOLDINGS, INC.\n\nACME CAPITAL TRUST\n\nREMARKETING AGREEMENT\n\nFebruary 15, 2011\n\n"
+        f"{BODY}\n\nSection 1. Appointment. {BODY}\n\nSection 2. Fees. {BODY}\n"
+    )
+    titles, headings = detect_headings(text)
+    assert [heading.title for heading in titles] == [
+        "ACME HOLDINGS, INC",
+        "ACME CAPITAL TRUST",
+        "REMARKETING AGREEMENT",
+    ]
+    assert [heading.title for heading in headings] == ["Section 1 Appointment", "Section 2 Fees"]
+
+
+def test_a_long_first_line_in_plain_capitals_is_the_title() -> None:
+    title = "BROKER DEALER MARKETING AND SERVICING AGREEMENT FOR VARIABLE ANNUITY CONTRACTS"
+    text = f"{title}\n\nThis Agreement is made by and among the parties below. {BODY}\n\nRECITALS\n\n{BODY}\n"
+    titles, headings = detect_headings(text)
+    assert [(heading.start, heading.title) for heading in titles] == [(0, title)]
+    assert [heading.title for heading in headings] == ["RECITALS"]
+    # A sentence in capitals is no title, nor is a line with text right under it.
+    for opening in (f"THE PARTIES AGREE AS FOLLOWS ON THIS DAY\n{BODY}", f"{title.lower()}\n\n{BODY}"):
+        assert detect_headings(f"{opening}\n\nRECITALS\n\n{BODY}\n")[0] == []

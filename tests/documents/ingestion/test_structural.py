@@ -537,3 +537,36 @@ def test_every_titled_heading_is_a_node_starting_at_its_heading_line() -> None:
     article = nodes["ARTICLE 1 GENERAL"][1]
     # The article's heading line is the article's own passage.
     assert article.children[0].kind == LEAF and text[article.children[0].start_char :].startswith("ARTICLE 1")
+
+
+# A paragraph of clause text, long enough to be a passage of its own.
+BODY_TEXT = (
+    "The parties agree that the terms below apply to every order placed under this contract, and "
+    "that each party keeps its own records of the orders it places and the invoices it receives."
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        (
+            "Execution Copy\n\nCO-BRANDING AND SERVICES AGREEMENT\n\nThis Agreement is made by and between "
+            f"Acme Inc. and Beta LLC. {BODY_TEXT}\n\nARTICLE I TERM\n\n{BODY_TEXT}\n\nARTICLE II FEES\n\n{BODY_TEXT}\n",
+            "CO-BRANDING AND SERVICES AGREEMENT",
+        ),
+        (
+            "BROKER DEALER MARKETING AND SERVICING AGREEMENT FOR VARIABLE ANNUITY CONTRACTS\n\nThis Agreement is "
+            f"made by and among Acme Inc. and Beta LLC. {BODY_TEXT}\n\nRECITALS\n\n{BODY_TEXT}\n\nTERMS\n\n{BODY_TEXT}\n",
+            "BROKER DEALER MARKETING AND SERVICING AGREEMENT FOR VARIABLE ANNUITY CONTRACTS",
+        ),
+    ],
+)
+def test_the_title_line_is_a_passage_under_the_root_never_a_sections_opening(text: str, title: str) -> None:
+    root = build_structural_tree(text, embed=hashing_embed, count_tokens=count_tokens)
+    check_tree(root, text)
+    title_at = text.index(title)
+    internal_starts = {node.start_char for node, _ in root.walk() if node.kind not in (LEAF, ROOT)}
+    assert title_at not in internal_starts and 0 not in internal_starts
+    first = root.children[0]
+    assert first.kind == LEAF and text[first.start_char : first.end_char].strip().endswith(title)
+    assert root.title.startswith(title[:40])
