@@ -571,16 +571,35 @@ def _split_document_title(text: str, headings: list[Heading]) -> tuple[list[Head
         if by_font:
             # The font says which line is the title; the lines in its type stacked right under it
             # (a company over the agreement's name, the parties on a cover page) are its block.
-            while headings and _in_the_title_block(text, first, cursor, headings[0]):
-                titles.append(headings[0])
-                headings, cursor = headings[1:], headings[0].title_end
+            block = _title_block(text, first, cursor, headings)
+            titles += block
+            headings = headings[len(block) :]
             break
         if not empty_body:
             break  # the lines below the title are the preamble
+    return _with_front_matter(text, titles, headings)
+
+
+def _title_block(text: str, title: Heading, cursor: int, headings: list[Heading]) -> list[Heading]:
+    """The headings at the start of ``headings`` that are lines of ``title``'s block."""
+    block: list[Heading] = []
+    for following in headings:
+        if not _in_the_title_block(text, title, cursor, following):
+            break
+        block.append(following)
+        cursor = following.title_end
+    return block
+
+
+def _with_front_matter(
+    text: str, titles: list[Heading], headings: list[Heading]
+) -> tuple[list[Heading], list[Heading]]:
+    """The title lines (a long first line in plain capitals when no heading titled the text),
+    the front matter above them first; and the other headings."""
     if not titles and (plain := _plain_capitals_title(text, headings)) is not None:
-        titles.append(plain)
+        titles = [plain]
     if titles:
-        titles[:0] = _front_matter_above(text, titles[0].start)
+        titles = [*_front_matter_above(text, titles[0].start), *titles]
     return titles, headings
 
 
@@ -640,29 +659,33 @@ def _in_the_title_block(text: str, title: Heading, cursor: int, following: Headi
 def _plain_capitals_title(text: str, headings: list[Heading]) -> Heading | None:
     """A first line in capitals set in the body's font, a paragraph under it: the document's
     title, though longer than a heading in capitals may be. Front matter may stand above it."""
+    found = _first_line_below_front_matter(text)
+    if found is None:
+        return None
+    start, end = found
+    line = text[start:end]
+    if (
+        not 2 <= len(line.split()) <= _CAPITALS_TITLE_MAX_WORDS
+        or not _CAPITALS_LINE.fullmatch(line)
+        or not re.match(r"[ \t]*\n[ \t]*\n", text[end:])  # a paragraph of its own under it, not its next line
+        or NUMBERED.match(f"{line} ")
+        or any(heading.start <= start < heading.title_end for heading in headings)
+    ):
+        return None
+    return Heading(start=start, title_end=end, rank=0.0, title=clean_title(line), family="caps")
+
+
+def _first_line_below_front_matter(text: str) -> tuple[int, int] | None:
+    """Where the first line that is no front matter starts and ends (its blanks left out), if
+    it starts on the first page."""
     offset = 0
     for line in text[:_TITLE_ZONE_CHARS].split("\n"):
         stripped = line.strip()
         if stripped and not _front_matter_line(stripped):
-            break
+            start = offset + line.index(stripped[0])
+            return start, start + len(stripped)
         offset += len(line) + 1
-    else:
-        return None
-    line_end = text.find("\n", offset)
-    line_end = len(text) if line_end < 0 else line_end
-    line = text[offset:line_end].strip()
-    start = offset + text[offset:line_end].index(line[0]) if line else offset
-    words = line.split()
-    after = text[line_end : line_end + 2]
-    if (
-        not 2 <= len(words) <= _CAPITALS_TITLE_MAX_WORDS
-        or not _CAPITALS_LINE.fullmatch(line)
-        or after != "\n\n"
-        or any(heading.start <= start < heading.title_end for heading in headings)
-        or NUMBERED.match(f"{line} ")
-    ):
-        return None
-    return Heading(start=start, title_end=start + len(line), rank=0.0, title=clean_title(line), family="caps")
+    return None
 
 
 def _opens_the_text(first: Heading, before: str, titles: list[Heading]) -> bool:
@@ -679,10 +702,17 @@ def _after_front_matter(first: Heading, before: str, titles: list[Heading]) -> b
         return False
     if titles and all(_front_matter_line(title.title) for title in titles):
         return True
+    return _only_front_matter(before)
+
+
+def _only_front_matter(before: str) -> bool:
+    """The filing's label, then anything (its legend, however worded); or only legends."""
     lines = [line for line in before.split("\n") if line.strip(" \t#*_")]
-    if lines and _FILING_LABEL.fullmatch(lines[0].strip(" #*")):
-        return True  # the label, then its legend, however it is worded
-    return bool(lines) and all(_front_matter_line(line) for line in lines)
+    if not lines:
+        return False
+    if _FILING_LABEL.fullmatch(lines[0].strip(" #*")):
+        return True
+    return all(_front_matter_line(line) for line in lines)
 
 
 def _tops_the_rest(first: Heading, rest: list[Heading], *, empty_body: bool) -> bool:
