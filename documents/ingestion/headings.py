@@ -608,21 +608,19 @@ def _front_matter_above(text: str, title_start: int) -> list[Heading]:
     ``_after_front_matter``), as title lines of family ``FRONT_MATTER``: they open the title's
     passage, not a passage or a section of their own."""
     lines: list[Heading] = []
-    offset = 0
-    for line in text[:title_start].split("\n"):
+    for found in LINE.finditer(text, 0, title_start):
+        line = found.group()
         stripped = line.strip(" \t#*_")
         if re.search(r"\w", stripped):  # a rule ("---") stays what it was
-            start = offset + len(line) - len(line.lstrip())  # the markup's "#" included, as a heading's
             lines.append(
                 Heading(
-                    start=start,
-                    title_end=offset + len(line.rstrip()),
+                    start=found.start() + len(line) - len(line.lstrip()),  # the markup's "#" included
+                    title_end=found.start() + len(line.rstrip()),
                     rank=0.0,
                     title=stripped,
                     family=FRONT_MATTER,
                 )
             )
-        offset += len(line) + 1
     return lines
 
 
@@ -678,13 +676,11 @@ def _plain_capitals_title(text: str, headings: list[Heading]) -> Heading | None:
 def _first_line_below_front_matter(text: str) -> tuple[int, int] | None:
     """Where the first line that is no front matter starts and ends (its blanks left out), if
     it starts on the first page."""
-    offset = 0
-    for line in text[:_TITLE_ZONE_CHARS].split("\n"):
-        stripped = line.strip()
+    for found in LINE.finditer(text, 0, _TITLE_ZONE_CHARS):
+        stripped = found.group().strip()
         if stripped and not _front_matter_line(stripped):
-            start = offset + line.index(stripped[0])
+            start = found.start() + found.group().index(stripped[0])
             return start, start + len(stripped)
-        offset += len(line) + 1
     return None
 
 

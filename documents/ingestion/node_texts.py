@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -47,7 +48,8 @@ class Unit(Protocol):
 class NodeTextsSource(Protocol):
     """What ``NodeTexts`` reads of the structural builder
     (``documents.ingestion.structural.StructuralTreeBuilder``): the text, its units and their
-    vectors. A protocol, so this module does not import the builder that imports it."""
+    vectors, and whether units are nothing but the document's title lines. A protocol, so this
+    module does not import the builder that imports it."""
 
     text: str
     vectors: np.ndarray
@@ -56,6 +58,8 @@ class NodeTextsSource(Protocol):
     def units(self) -> Sequence[Unit]: ...
 
     def mean_vector(self, draft: Draft) -> np.ndarray: ...
+
+    def only_titles(self, first: int, last: int) -> bool: ...
 
 
 _SUMMARY_WORDS = 60
@@ -202,15 +206,11 @@ class NodeTexts:
         """The part starts the text, or right after the document's title lines (their passage)."""
         if draft.first == 0:
             return True
-        if parent is None or draft not in parent.children:
+        if parent is None:
             return False
-        units = self.builder.units
-        before = parent.children[: parent.children.index(draft)]
+        before = itertools.takewhile(lambda sibling: sibling is not draft, parent.children)
         return all(
-            not sibling.children
-            and all(
-                unit.heading_only and unit.heading is None for unit in units[sibling.first : sibling.last]
-            )
+            not sibling.children and self.builder.only_titles(sibling.first, sibling.last)
             for sibling in before
         )
 

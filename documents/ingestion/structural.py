@@ -252,7 +252,7 @@ class StructuralTreeBuilder:
         if (
             node.heading is None
             and self._tokens(node.first, node.children[0].first) < small
-            and not self._only_titles(node.first, node.children[0].first)
+            and not self.only_titles(node.first, node.children[0].first)
             and not self._headed(node.children[0].first)
         ):
             node.children[0].first = node.first  # a line or two of text before the first heading
@@ -270,7 +270,7 @@ class StructuralTreeBuilder:
         heading = self.units[unit_index].heading if unit_index < len(self.units) else None
         return heading is not None and bool(heading.title)
 
-    def _only_titles(self, first: int, last: int) -> bool:
+    def only_titles(self, first: int, last: int) -> bool:
         """Nothing but the document's title line(s) (a PDF's "# Supply Agreement"): they stand
         as a preamble of their own instead of opening the first section's first passage."""
         units = self.units[first:last]
